@@ -1,0 +1,106 @@
+"""One `Settings` object, read from the environment and `.env`.
+
+Well-known settings keep their conventional names (ANTHROPIC_API_KEY, DATABASE_URL,
+TELEGRAM_BOT_TOKEN, DISCORD_BOT_TOKEN, ...); the project's own carry the prefix
+`COMPANION_`. `.env.example` documents every one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.errors import ConfigurationError
+
+
+def _default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("companion", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """Every setting of the companion."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="COMPANION_",
+        env_file=".env",
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    # Language model
+    anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
+    anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
+    chat_model: str = "claude-sonnet-4-5"
+    fast_model: str = "claude-haiku-4-5"
+    llm_timeout_seconds: float = Field(60.0, gt=0)
+    llm_max_retries: int = Field(3, ge=0, le=10)
+    reply_max_tokens: int = Field(1024, ge=64, le=8192)
+
+    # Storage
+    database_url: SecretStr | None = Field(None, validation_alias="DATABASE_URL")
+    data_dir: Path = Field(default_factory=_default_data_dir)
+
+    # Conversation
+    persona_file: Path | None = None
+    session_idle_minutes: int = Field(30, ge=1)
+    context_tokens: int = Field(12000, ge=2000)
+    max_message_chars: int = Field(8000, ge=100)
+
+    # Memory
+    memory_budget_tokens: int = Field(1500, ge=200)
+    extract_every_n_messages: int = Field(8, ge=1)
+    embedding_provider: Literal["wordllama", "voyage"] = "wordllama"
+    embedding_dim: int = Field(256, ge=16, le=4096)
+    voyage_api_key: SecretStr | None = Field(None, validation_alias="VOYAGE_API_KEY")
+    voyage_model: str = "voyage-3-lite"
+    pin_limit: int = Field(20, ge=1)
+
+    # Platforms
+    telegram_bot_token: SecretStr | None = Field(None, validation_alias="TELEGRAM_BOT_TOKEN")
+    discord_bot_token: SecretStr | None = Field(None, validation_alias="DISCORD_BOT_TOKEN")
+
+    # Logging
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["auto", "console", "json"] = "auto"
+
+    @field_validator("persona_file")
+    @classmethod
+    def _persona_exists(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        return value
+
+    @property
+    def has_llm(self) -> bool:
+        """Whether a language model key is configured."""
+        return self.anthropic_api_key is not None and bool(
+            self.anthropic_api_key.get_secret_value()
+        )
+
+
+_ENV_NAMES = {
+    name: (
+        field.validation_alias
+        if isinstance(field.validation_alias, str)
+        else f"COMPANION_{name.upper()}"
+    )
+    for name, field in Settings.model_fields.items()
+    if not isinstance(field.validation_alias, AliasChoices)
+}
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the settings, turning validation errors into one clear `ConfigurationError`."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field_name = str(error["loc"][0]) if error["loc"] else "?"
+            env_name = _ENV_NAMES.get(field_name, field_name)
+            problems.append(f"{env_name}: {error['msg']}")
+        raise ConfigurationError("invalid settings — " + "; ".join(problems)) from exc

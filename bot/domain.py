@@ -1,0 +1,53 @@
+"""Platform-neutral values that cross the boundary between adapters and the core."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """One message a person sent, as an adapter hands it to the core."""
+
+    platform: str
+    platform_user_id: str
+    text: str
+    chat_id: str | None = None
+    display_name: str | None = None
+    platform_message_id: str | None = None
+    sent_at: datetime | None = None
+    is_private: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    """A button under a reply; `action` is an opaque id the core resolves later."""
+
+    label: str
+    action: str
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A file attached to a reply (e.g. `/export`)."""
+
+    filename: str
+    content: bytes
+    mime_type: str = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What the core answers: text, optional buttons (rows), an optional document.
+
+    `private` marks content that must only be shown to the person themselves (in a
+    private chat or an ephemeral reply), never in a group.
+    """
+
+    text: str
+    buttons: tuple[tuple[Button, ...], ...] = ()
+    document: Document | None = None
+    private: bool = False
+    silent: bool = False
+    extras: dict[str, str] = field(default_factory=dict)

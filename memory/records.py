@@ -1,0 +1,70 @@
+"""Plain values the memory layer hands upward; never ORM rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, time
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """A person and their settings."""
+
+    id: int
+    display_name: str | None
+    timezone: str
+    checkin_time: time | None
+    quiet_start: time | None
+    quiet_end: time | None
+    paused: bool
+    memory_notices: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationSession:
+    """A stretch of conversation."""
+
+    id: int
+    user_id: int
+    started_at: datetime
+    last_message_at: datetime
+    closed_at: datetime | None
+    summary: str
+    summarized_through: int | None
+    extracted_through: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as stored."""
+
+    id: int
+    user_id: int
+    session_id: int
+    role: str
+    content: str
+    created_at: datetime
+    status: str = "stored"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Tokens a reply used."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """An inbound message after it was stored: who, in which session, and the row."""
+
+    person: Person
+    session: ConversationSession
+    message: StoredMessage
+    closed_session_id: int | None
+    duplicate: bool = False

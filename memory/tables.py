@@ -1,0 +1,224 @@
+"""The database tables, as SQLAlchemy declarative models (the migrations are the schema).
+
+Vectors are declared without a width here: the width is the configured embedding
+dimension, fixed by the migration.
+
+Only repositories in `memory/` touch these; everything above them sees plain
+dataclasses. Every row that belongs to a person carries `user_id`, and every query
+filters by it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, time
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Computed,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    Time,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every table."""
+
+
+def _now() -> Any:
+    return func.now()
+
+
+class User(Base):
+    """One person."""
+
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    display_name: Mapped[str | None] = mapped_column(String(200))
+    timezone: Mapped[str] = mapped_column(String(64), server_default="UTC")
+    checkin_time: Mapped[time | None] = mapped_column(Time, server_default=text("'09:00'"))
+    quiet_start: Mapped[time | None] = mapped_column(Time, server_default=text("'22:00'"))
+    quiet_end: Mapped[time | None] = mapped_column(Time, server_default=text("'08:00'"))
+    paused: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    memory_notices: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    reachable: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    next_checkin_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    memory_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class Identity(Base):
+    """A platform account of a person, with the private chat used for outreach."""
+
+    __tablename__ = "identities"
+    __table_args__ = (UniqueConstraint("platform", "platform_user_id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    platform_user_id: Mapped[str] = mapped_column(String(128))
+    chat_id: Mapped[str | None] = mapped_column(String(128))
+    reachable: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class Session(Base):
+    """A stretch of conversation, closed after an idle gap."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_user_open", "user_id", "closed_at"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_message_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    summary: Mapped[str] = mapped_column(Text, server_default="")
+    summarized_through: Mapped[int | None] = mapped_column(BigInteger)
+    extracted_through: Mapped[int | None] = mapped_column(BigInteger)
+    extraction_attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    extraction_due: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+
+
+class Message(Base):
+    """Every inbound and outbound message, stored before the model is called."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        Index("ix_messages_user_id", "user_id", "id"),
+        Index("ix_messages_session_id", "session_id", "id"),
+        Index("ix_messages_tsv", "tsv", postgresql_using="gin"),
+        Index(
+            "ix_messages_platform_ref",
+            "platform",
+            "chat_id",
+            "platform_message_id",
+            unique=True,
+            postgresql_where=text("platform_message_id IS NOT NULL AND role = 'user'"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    session_id: Mapped[int] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    platform: Mapped[str] = mapped_column(String(32))
+    chat_id: Mapped[str | None] = mapped_column(String(128))
+    platform_message_id: Mapped[str | None] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16), server_default="stored")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    edited_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    model: Mapped[str | None] = mapped_column(String(100))
+    input_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    cache_read_tokens: Mapped[int | None] = mapped_column(Integer)
+    cache_write_tokens: Mapped[int | None] = mapped_column(Integer)
+    embedding: Mapped[list[float] | None] = mapped_column(Vector())
+    tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english', content)", persisted=True)
+    )
+
+
+class Thread(Base):
+    """An ongoing situation ("job interview at Acme") grouping active memories."""
+
+    __tablename__ = "threads"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    title: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), server_default="open")
+    session_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), server_default=text("'{}'"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class Memory(Base):
+    """One remembered item. Updates insert a new row and end-date the old one."""
+
+    __tablename__ = "memories"
+    __table_args__ = (
+        UniqueConstraint("user_id", "short_id"),
+        CheckConstraint("tier IN ('core', 'active')", name="memories_tier"),
+        CheckConstraint(
+            "category IN ('identity', 'fact', 'relationship', 'preference', "
+            "'thread', 'goal', 'emotion', 'event')",
+            name="memories_category",
+        ),
+        CheckConstraint("source IN ('user', 'extracted', 'companion')", name="memories_source"),
+        CheckConstraint(
+            "status IN ('active', 'dying', 'dead', 'forgotten')", name="memories_status"
+        ),
+        Index(
+            "ix_memories_user_live",
+            "user_id",
+            postgresql_where=text("valid_until IS NULL AND status IN ('active', 'dying')"),
+        ),
+        Index("ix_memories_user_hash", "user_id", "content_hash"),
+        Index("ix_memories_user_event", "user_id", "event_at"),
+        Index("ix_memories_tsv", "tsv", postgresql_using="gin"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    short_id: Mapped[int] = mapped_column(Integer)
+    tier: Mapped[str] = mapped_column(String(8))
+    category: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    importance: Mapped[float] = mapped_column(Float)
+    confidence: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(16))
+    source_message_ids: Mapped[list[int]] = mapped_column(
+        ARRAY(BigInteger), server_default=text("'{}'")
+    )
+    thread_id: Mapped[int | None] = mapped_column(ForeignKey("threads.id", ondelete="SET NULL"))
+    event_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    valid_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    superseded_by: Mapped[int | None] = mapped_column(
+        ForeignKey("memories.id", ondelete="SET NULL")
+    )
+    pinned: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    status: Mapped[str] = mapped_column(String(16), server_default="active")
+    forgotten_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    recall_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    last_recalled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    sessions_since_recall: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    embedding: Mapped[list[float] | None] = mapped_column(Vector())
+    tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english', content)", persisted=True)
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class MemoryEvent(Base):
+    """Audit trail: who did what to which memory, and when. Powers undo and history."""
+
+    __tablename__ = "memory_events"
+    __table_args__ = (Index("ix_memory_events_user", "user_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    memory_id: Mapped[int | None] = mapped_column(ForeignKey("memories.id", ondelete="CASCADE"))
+    action: Mapped[str] = mapped_column(String(24))
+    actor: Mapped[str] = mapped_column(String(16))
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())

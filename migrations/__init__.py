@@ -1,0 +1,1 @@
+"""Alembic migrations (async env), shipped inside the distribution."""

@@ -1,0 +1,1 @@
+"""The test suite: unit, integration (real PostgreSQL) and end-to-end."""

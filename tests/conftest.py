@@ -1,0 +1,86 @@
+"""Shared fixtures: one real PostgreSQL with pgvector per test session, a clean
+database for every test that asks for one, and a controllable clock.
+
+With `DATABASE_URL` set, tests use that server (it must have pgvector); otherwise an
+embedded server starts once in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from memory.database import create_engine, migrate, session_factory, start_embedded
+
+TABLES_IN_DELETE_ORDER = (
+    "memory_events",
+    "memories",
+    "threads",
+    "messages",
+    "sessions",
+    "identities",
+    "users",
+)
+
+
+@dataclass
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    current: datetime = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self.current
+
+    def advance(self, **delta: float) -> None:
+        self.current += timedelta(**delta)
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PostgreSQL URL for the whole session: `DATABASE_URL` or an embedded server."""
+    external = os.environ.get("DATABASE_URL")
+    if external:
+        yield external
+        return
+    server = start_embedded(Path(tmp_path_factory.mktemp("pg")))
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """A migrated engine shared by the session."""
+    eng = create_engine(database_url, pool_size=5)
+    await migrate(eng)
+    yield eng
+    await eng.dispose()
+
+
+@pytest.fixture
+async def db(engine: AsyncEngine) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    """A session factory over empty tables."""
+    async with engine.begin() as conn:
+        tables = ", ".join(await _existing_tables(conn))
+        await conn.exec_driver_sql(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+    yield session_factory(engine)
+
+
+async def _existing_tables(conn: object) -> list[str]:
+    result = await conn.exec_driver_sql(  # type: ignore[attr-defined]
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+        "AND tablename <> 'alembic_version'"
+    )
+    return [row[0] for row in result]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A clock at a fixed Monday morning, UTC."""
+    return FakeClock()

@@ -1,0 +1,1 @@
+"""Loopback fakes of the outside world (platform APIs, the Messages API)."""
