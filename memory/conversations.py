@@ -71,10 +71,10 @@ class SqlConversationStore:
         self._sessions = sessions
         self._embedder = embedder
 
-    def _embedding(self, text: str) -> list[float] | None:
+    async def _embedding(self, text: str) -> list[float] | None:
         if self._embedder is None or not text.strip():
             return None
-        return [float(x) for x in self._embedder.embed([text])[0]]
+        return [float(x) for x in (await self._embedder.embed([text]))[0]]
 
     async def record_inbound(
         self,
@@ -90,7 +90,7 @@ class SqlConversationStore:
         private_chat: bool = True,
     ) -> Inbound:
         """Resolve the person, roll the session if idle, store the message; one transaction."""
-        embedding = self._embedding(text)
+        embedding = await self._embedding(text)
         async with self._sessions.begin() as db:
             user = await self._resolve(
                 db, platform, platform_user_id, chat_id if private_chat else None, display_name
@@ -218,7 +218,7 @@ class SqlConversationStore:
         status: str = "stored",
     ) -> StoredMessage:
         """Store one message of the companion's."""
-        embedding = self._embedding(text) if status == "stored" else None
+        embedding = await self._embedding(text) if status == "stored" else None
         async with self._sessions.begin() as db:
             row = Message(
                 user_id=user_id,
@@ -307,7 +307,7 @@ class SqlConversationStore:
         now: datetime,
     ) -> bool:
         """Replace the text of a stored inbound message the person edited."""
-        embedding = self._embedding(text)
+        embedding = await self._embedding(text)
         async with self._sessions.begin() as db:
             user_id = await db.scalar(
                 select(Identity.user_id).where(

@@ -38,7 +38,7 @@ class Embedder(Protocol):
     @property
     def name(self) -> str: ...
 
-    def embed(self, texts: list[str]) -> Vector:
+    async def embed(self, texts: list[str]) -> Vector:
         """One row per text, L2-normalised, shape (len(texts), dim)."""
         ...
 
