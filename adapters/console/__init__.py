@@ -1,0 +1,1 @@
+"""The console adapter: a local terminal conversation with the companion."""

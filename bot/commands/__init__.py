@@ -1,0 +1,1 @@
+"""Slash commands in the platform-neutral core: parsing, dispatch and the replies."""

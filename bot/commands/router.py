@@ -1,0 +1,81 @@
+"""Routes what a person sends: a command to its handler, anything else to the
+conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from bot.conversation import Conversation, handle_message
+from bot.domain import IncomingMessage, Reply
+from bot.text import clean_text
+
+HELP_TEXT = (
+    "I'm your companion: talk to me about anything, and I'll remember what matters to "
+    "you.\n\n"
+    "/help — this message"
+)
+START_TEXT = (
+    "Hi! I'm Companion — someone to talk to who remembers what matters to you. Tell me "
+    "about your day whenever you like.\n\n" + HELP_TEXT
+)
+
+Handler = Callable[[IncomingMessage, str], Awaitable[Reply]]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCommand:
+    """A command name (lower case, without '/' or '@botname') and its argument text."""
+
+    name: str
+    args: str
+
+
+def parse_command(text: str) -> ParsedCommand | None:
+    """`/Forget@mybot m12` → ParsedCommand('forget', 'm12'); plain text → None."""
+    if not text.startswith("/") or len(text) < 2:
+        return None
+    head, _, rest = text[1:].partition(" ")
+    name = head.split("@", 1)[0].lower()
+    if not name or not name.replace("_", "").isalnum():
+        return None
+    return ParsedCommand(name=name, args=rest.strip())
+
+
+class Router:
+    """Dispatches commands by name; plain text goes to `handle_message`."""
+
+    def __init__(self, conversation: Conversation) -> None:
+        self._conversation = conversation
+        self._handlers: dict[str, Handler] = {
+            "start": self._static(START_TEXT),
+            "help": self._static(HELP_TEXT),
+        }
+
+    def register(self, name: str, handler: Handler) -> None:
+        """Add or replace the handler of `/name`."""
+        self._handlers[name] = handler
+
+    @property
+    def command_names(self) -> tuple[str, ...]:
+        """Every command this router knows."""
+        return tuple(self._handlers)
+
+    async def handle(self, incoming: IncomingMessage) -> Reply:
+        """The reply to one incoming message or command."""
+        command = parse_command(clean_text(incoming.text))
+        if command is None:
+            return await handle_message(incoming, conversation=self._conversation)
+        handler = self._handlers.get(command.name)
+        if handler is None:
+            return Reply(
+                f"I don't know the command /{command.name[:32]}. Try /help to see what I can do."
+            )
+        return await handler(incoming, command.args)
+
+    @staticmethod
+    def _static(text: str) -> Handler:
+        async def reply(_incoming: IncomingMessage, _args: str) -> Reply:
+            return Reply(text)
+
+        return reply

@@ -1,0 +1,216 @@
+"""The conversation use case: one message in, one reply out.
+
+The message is stored before anything else, so nothing a person writes is lost when
+the model is down; it then stays in the session and is in context on the next turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Protocol
+
+import structlog
+
+from bot.background import BackgroundTasks
+from bot.domain import IncomingMessage, Reply
+from bot.errors import LLMUnavailable
+from bot.llm import LLM, Completion, LLMRequest, ToolCall, ToolResult, ToolSpec
+from bot.logs import bind_person
+from bot.prompting import dynamic_system, fit_turns
+from bot.text import clean_text, estimate_tokens
+from memory.conversations import SqlConversationStore
+from memory.ports import Clock
+from memory.records import ConversationSession, Inbound, Person, TokenUsage
+
+log = structlog.get_logger(__name__)
+
+EMPTY_REPLY = "I didn't catch anything there — send me a few words whenever you like."
+APOLOGY = (
+    "Sorry — I can't think straight right now (my language model isn't answering). "
+    "Your message is saved, and I'll have it in mind when you write again."
+)
+MAX_TOOL_ROUNDS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationConfig:
+    """The knobs of a turn."""
+
+    idle_gap: timedelta = timedelta(minutes=30)
+    context_tokens: int = 12000
+    reply_max_tokens: int = 1024
+    max_message_chars: int = 8000
+
+
+class MemoryGateway(Protocol):
+    """What a turn asks of the memory tiers (absent: the companion remembers nothing)."""
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]: ...
+
+    async def context_for(self, person: Person, session: ConversationSession, query: str) -> str:
+        """The delimited memory block for this turn ('' when there is nothing)."""
+        ...
+
+    async def run_tool(self, person: Person, message_id: int, call: ToolCall) -> str:
+        """Carry out a tool call the model made; the text goes back to the model."""
+        ...
+
+    def after_turn(self, person: Person, inbound: Inbound) -> None:
+        """Schedule background work (extraction, summaries) after a turn."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """The collaborators of a turn."""
+
+    store: SqlConversationStore
+    llm: LLM
+    clock: Clock
+    persona: str
+    config: ConversationConfig
+    background: BackgroundTasks
+    memory: MemoryGateway | None = None
+
+
+async def handle_message(incoming: IncomingMessage, *, conversation: Conversation) -> Reply:
+    """Store the person's message, ask the model, store and return the reply."""
+    text = clean_text(incoming.text)
+    if not text:
+        return Reply(EMPTY_REPLY)
+    inbound = await conversation.store.record_inbound(
+        platform=incoming.platform,
+        platform_user_id=incoming.platform_user_id,
+        chat_id=incoming.chat_id,
+        display_name=incoming.display_name,
+        text=text,
+        platform_message_id=incoming.platform_message_id,
+        now=conversation.clock.now(),
+        idle_gap=conversation.config.idle_gap,
+        private_chat=incoming.is_private,
+    )
+    with bind_person(user_id=inbound.person.id, platform=incoming.platform):
+        if inbound.duplicate and inbound.message.status == "answered":
+            log.info("conversation.duplicate_ignored", message_id=inbound.message.id)
+            return Reply("", silent=True)
+        return await _answer(incoming, inbound, conversation)
+
+
+async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) -> Reply:
+    person, message = inbound.person, inbound.message
+    limit = c.config.max_message_chars
+    if len(message.content) > limit:
+        await c.store.mark_message(user_id=person.id, message_id=message.id, status="too_long")
+        log.info("conversation.too_long", chars=len(message.content))
+        return Reply(
+            f"That's a long one ({len(message.content):,} characters). I've saved all of it, "
+            f"but I can only read {limit:,} characters at a time — could you send it in "
+            "smaller parts?"
+        )
+    try:
+        completion = await _complete(inbound, c)
+    except LLMUnavailable as exc:
+        log.warning("conversation.llm_unavailable", error=str(exc)[:200])
+        await c.store.mark_message(user_id=person.id, message_id=message.id, status="unanswered")
+        await c.store.add_reply(
+            user_id=person.id,
+            session_id=inbound.session.id,
+            text=APOLOGY,
+            platform=incoming.platform,
+            chat_id=incoming.chat_id,
+            now=c.clock.now(),
+            status="apology",
+        )
+        return Reply(APOLOGY)
+    reply_text = completion.text.strip() or "…"
+    await c.store.add_reply(
+        user_id=person.id,
+        session_id=inbound.session.id,
+        text=reply_text,
+        platform=incoming.platform,
+        chat_id=incoming.chat_id,
+        now=c.clock.now(),
+        usage=TokenUsage(
+            model=completion.model,
+            input_tokens=completion.usage.input_tokens,
+            output_tokens=completion.usage.output_tokens,
+            cache_read_tokens=completion.usage.cache_read_tokens,
+            cache_write_tokens=completion.usage.cache_write_tokens,
+        ),
+    )
+    await c.store.mark_message(user_id=person.id, message_id=message.id, status="answered")
+    log.info(
+        "conversation.replied",
+        input_tokens=completion.usage.input_tokens,
+        output_tokens=completion.usage.output_tokens,
+        cache_read_tokens=completion.usage.cache_read_tokens,
+    )
+    if c.memory is not None:
+        c.memory.after_turn(person, inbound)
+    return Reply(reply_text)
+
+
+async def _complete(inbound: Inbound, c: Conversation) -> Completion:
+    request = await _build_request(inbound, c)
+    exchange: list[tuple[tuple[ToolCall, ...], tuple[ToolResult, ...]]] = []
+    for _ in range(MAX_TOOL_ROUNDS + 1):
+        completion = await c.llm.complete(request)
+        if not completion.tool_calls or c.memory is None or len(exchange) >= MAX_TOOL_ROUNDS:
+            return completion
+        results = []
+        for call in completion.tool_calls:
+            outcome = await c.memory.run_tool(inbound.person, inbound.message.id, call)
+            results.append(ToolResult(call.id, outcome))
+        exchange.append((completion.tool_calls, tuple(results)))
+        request = _with_exchange(request, tuple(exchange))
+    return completion
+
+
+def _with_exchange(
+    request: LLMRequest, exchange: tuple[tuple[tuple[ToolCall, ...], tuple[ToolResult, ...]], ...]
+) -> LLMRequest:
+    return LLMRequest(
+        role=request.role,
+        stable_system=request.stable_system,
+        turns=request.turns,
+        dynamic_system=request.dynamic_system,
+        tools=request.tools,
+        max_tokens=request.max_tokens,
+        tool_exchange=exchange,
+    )
+
+
+async def _build_request(inbound: Inbound, c: Conversation) -> LLMRequest:
+    person, session = inbound.person, inbound.session
+    memory_block = ""
+    if c.memory is not None:
+        memory_block = await c.memory.context_for(person, session, inbound.message.content)
+    system = dynamic_system(
+        now=c.clock.now(),
+        timezone=person.timezone,
+        display_name=person.display_name,
+        memory=memory_block,
+        summary=session.summary,
+    )
+    budget = (
+        c.config.context_tokens
+        - estimate_tokens(c.persona)
+        - estimate_tokens(system)
+        - c.config.reply_max_tokens
+    )
+    messages = await c.store.session_messages(
+        user_id=person.id, session_id=session.id, after_id=session.summarized_through
+    )
+    window = fit_turns(messages, max(budget, 500))
+    if window.dropped:
+        log.info("conversation.turns_dropped", dropped=window.dropped)
+    return LLMRequest(
+        role="chat",
+        stable_system=c.persona,
+        dynamic_system=system,
+        turns=window.turns,
+        tools=c.memory.tools if c.memory is not None else (),
+        max_tokens=c.config.reply_max_tokens,
+    )

@@ -1,0 +1,62 @@
+"""Pure pieces of a turn: cleaning input, parsing commands, fitting turns."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bot.commands.router import ParsedCommand, parse_command
+from bot.prompting import dynamic_system, fit_turns, local_time_line
+from bot.text import clean_text
+from memory.records import StoredMessage
+
+NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+def _message(i: int, content: str, role: str = "user", status: str = "stored") -> StoredMessage:
+    return StoredMessage(i, 1, 1, role, content, NOW, status)
+
+
+def test_clean_text_keeps_emoji_rtl_and_newlines() -> None:
+    assert clean_text("  שלום 👋\r\nfriend \u200b ") == "שלום 👋\nfriend \u200b"
+
+
+def test_clean_text_joins_a_valid_surrogate_pair() -> None:
+    assert clean_text("\ud83d\ude00") == "😀"
+
+
+def test_parse_command() -> None:
+    assert parse_command("/Forget@my_bot m12") == ParsedCommand("forget", "m12")
+    assert parse_command("/help") == ParsedCommand("help", "")
+    assert parse_command("hello /help") is None
+    assert parse_command("/") is None
+    assert parse_command("/ hello") is None
+    assert parse_command("/../etc") is None
+
+
+def test_fit_turns_keeps_the_newest_and_hides_apologies() -> None:
+    messages = [
+        _message(1, "a" * 300),
+        _message(2, "sorry", "assistant", "apology"),
+        _message(3, "b" * 300),
+        _message(4, "c" * 30, "assistant"),
+    ]
+    window = fit_turns(messages, budget_tokens=150)
+    assert [t.content[0] for t in window.turns] == ["b", "c"]
+    assert window.dropped == 1 and window.needs_summary
+
+
+def test_fit_turns_always_keeps_the_current_message_even_if_huge() -> None:
+    window = fit_turns([_message(1, "x" * 10_000)], budget_tokens=10)
+    assert len(window.turns) == 1
+
+
+def test_local_time_line_uses_the_persons_timezone() -> None:
+    assert local_time_line(NOW, "Europe/Copenhagen") == (
+        "Now: Monday 2 March 2026, 10:00 (Europe/Copenhagen)"
+    )
+    assert "(Not/AZone)" in local_time_line(NOW, "Not/AZone")
+
+
+def test_dynamic_system_omits_empty_sections() -> None:
+    text = dynamic_system(now=NOW, timezone="UTC", display_name=None, memory="", summary="")
+    assert "summary" not in text and "display name" not in text
