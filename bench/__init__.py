@@ -1,0 +1,1 @@
+"""Benchmarks: each prints a report ending with `figure <name> <value> <unit>` lines."""
