@@ -51,3 +51,25 @@ class Reply:
     private: bool = False
     silent: bool = False
     extras: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonPress:
+    """A person pressed a button; `action` is the opaque id from `Button.action`."""
+
+    platform: str
+    platform_user_id: str
+    action: str
+    chat_id: str | None = None
+    display_name: str | None = None
+    is_private: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Recipient:
+    """Where a proactive message goes: a person's private chat on one platform."""
+
+    user_id: int
+    platform: str
+    platform_user_id: str
+    chat_id: str

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.conversation import Conversation, handle_message
-from bot.domain import IncomingMessage, Reply
+from bot.domain import ButtonPress, IncomingMessage, Reply
 from bot.text import clean_text
 
 HELP_TEXT = (
@@ -21,6 +21,8 @@ START_TEXT = (
 )
 
 Handler = Callable[[IncomingMessage, str], Awaitable[Reply]]
+PressHandler = Callable[[ButtonPress, str], Awaitable[Reply]]
+STALE_BUTTON = "That button has expired or isn't valid any more. Send /help to start again."
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +53,15 @@ class Router:
             "start": self._static(START_TEXT),
             "help": self._static(HELP_TEXT),
         }
+        self._press_handlers: dict[str, PressHandler] = {}
 
     def register(self, name: str, handler: Handler) -> None:
         """Add or replace the handler of `/name`."""
         self._handlers[name] = handler
+
+    def register_press(self, prefix: str, handler: PressHandler) -> None:
+        """Handle button actions `prefix:rest`; the handler gets `rest`."""
+        self._press_handlers[prefix] = handler
 
     @property
     def command_names(self) -> tuple[str, ...]:
@@ -72,6 +79,14 @@ class Router:
                 f"I don't know the command /{command.name[:32]}. Try /help to see what I can do."
             )
         return await handler(incoming, command.args)
+
+    async def press(self, press: ButtonPress) -> Reply:
+        """The reply to a button press; stale or forged actions get a clear message."""
+        prefix, _, rest = press.action.partition(":")
+        handler = self._press_handlers.get(prefix)
+        if handler is None or len(press.action) > 64:
+            return Reply(STALE_BUTTON)
+        return await handler(press, rest)
 
     @staticmethod
     def _static(text: str) -> Handler:
