@@ -329,6 +329,16 @@ class SqlConversationStore:
             )
             return bool(getattr(result, "rowcount", 0))
 
+    async def set_reachable(self, *, platform: str, platform_user_id: str, reachable: bool) -> bool:
+        """Mark an identity (un)reachable, e.g. when the person blocks or unblocks the bot."""
+        async with self._sessions.begin() as db:
+            result = await db.execute(
+                update(Identity)
+                .where(Identity.platform == platform, Identity.platform_user_id == platform_user_id)
+                .values(reachable=reachable)
+            )
+            return bool(getattr(result, "rowcount", 0))
+
     async def person(self, user_id: int) -> Person | None:
         """A person by id."""
         async with self._sessions() as db:
