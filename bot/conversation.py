@@ -75,12 +75,31 @@ class Conversation:
     memory: MemoryGateway | None = None
 
 
+async def record_message(incoming: IncomingMessage, *, conversation: Conversation) -> None:
+    """Store a message without answering it yet (the first messages of a burst).
+
+    The turn that answers the burst's last message sees these in the session.
+    """
+    text = clean_text(incoming.text)
+    if text:
+        await _record(incoming, text, conversation)
+
+
 async def handle_message(incoming: IncomingMessage, *, conversation: Conversation) -> Reply:
     """Store the person's message, ask the model, store and return the reply."""
     text = clean_text(incoming.text)
     if not text:
         return Reply(EMPTY_REPLY)
-    inbound = await conversation.store.record_inbound(
+    inbound = await _record(incoming, text, conversation)
+    with bind_person(user_id=inbound.person.id, platform=incoming.platform):
+        if inbound.duplicate and inbound.message.status == "answered":
+            log.info("conversation.duplicate_ignored", message_id=inbound.message.id)
+            return Reply("", silent=True)
+        return await _answer(incoming, inbound, conversation)
+
+
+async def _record(incoming: IncomingMessage, text: str, conversation: Conversation) -> Inbound:
+    return await conversation.store.record_inbound(
         platform=incoming.platform,
         platform_user_id=incoming.platform_user_id,
         chat_id=incoming.chat_id,
@@ -91,11 +110,6 @@ async def handle_message(incoming: IncomingMessage, *, conversation: Conversatio
         idle_gap=conversation.config.idle_gap,
         private_chat=incoming.is_private,
     )
-    with bind_person(user_id=inbound.person.id, platform=incoming.platform):
-        if inbound.duplicate and inbound.message.status == "answered":
-            log.info("conversation.duplicate_ignored", message_id=inbound.message.id)
-            return Reply("", silent=True)
-        return await _answer(incoming, inbound, conversation)
 
 
 async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) -> Reply:
@@ -140,7 +154,9 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
             cache_write_tokens=completion.usage.cache_write_tokens,
         ),
     )
-    await c.store.mark_message(user_id=person.id, message_id=message.id, status="answered")
+    await c.store.mark_answered_through(
+        user_id=person.id, session_id=inbound.session.id, message_id=message.id
+    )
     log.info(
         "conversation.replied",
         input_tokens=completion.usage.input_tokens,

@@ -241,6 +241,23 @@ class SqlConversationStore:
             await db.flush()
             return to_message(row)
 
+    async def mark_answered_through(
+        self, *, user_id: int, session_id: int, message_id: int
+    ) -> None:
+        """Mark the session's waiting inbound messages up to `message_id` answered."""
+        async with self._sessions.begin() as db:
+            await db.execute(
+                update(Message)
+                .where(
+                    Message.user_id == user_id,
+                    Message.session_id == session_id,
+                    Message.role == "user",
+                    Message.id <= message_id,
+                    Message.status.in_(("stored", "unanswered")),
+                )
+                .values(status="answered")
+            )
+
     async def mark_message(self, *, user_id: int, message_id: int, status: str) -> None:
         """Set a message's status (e.g. 'answered', 'unanswered')."""
         async with self._sessions.begin() as db:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bot.conversation import Conversation, handle_message
+from bot.conversation import Conversation, handle_message, record_message
 from bot.domain import ButtonPress, IncomingMessage, Reply
 from bot.text import clean_text
 
@@ -79,6 +79,10 @@ class Router:
                 f"I don't know the command /{command.name[:32]}. Try /help to see what I can do."
             )
         return await handler(incoming, command.args)
+
+    async def record(self, incoming: IncomingMessage) -> None:
+        """Store a plain message now; a later `handle` of the burst's last one answers all."""
+        await record_message(incoming, conversation=self._conversation)
 
     async def press(self, press: ButtonPress) -> Reply:
         """The reply to a button press; stale or forged actions get a clear message."""
