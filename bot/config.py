@@ -59,9 +59,30 @@ class Settings(BaseSettings):
     voyage_model: str = "voyage-3-lite"
     pin_limit: int = Field(20, ge=1)
 
-    # Platforms
+    # Telegram
     telegram_bot_token: SecretStr | None = Field(None, validation_alias="TELEGRAM_BOT_TOKEN")
+    telegram_api_base_url: str = Field(
+        "https://api.telegram.org", validation_alias="TELEGRAM_API_BASE_URL"
+    )
+    telegram_mode: Literal["polling", "webhook"] = "polling"
+    telegram_webhook_url: str | None = None
+    telegram_webhook_listen: str = "127.0.0.1"
+    telegram_webhook_port: int = Field(8443, ge=1, le=65535)
+    telegram_webhook_secret: SecretStr | None = None
+
+    # Discord
     discord_bot_token: SecretStr | None = Field(None, validation_alias="DISCORD_BOT_TOKEN")
+    discord_application_id: int | None = Field(None, validation_alias="DISCORD_APPLICATION_ID")
+    discord_api_base_url: str = Field(
+        "https://discord.com/api/v10", validation_alias="DISCORD_API_BASE_URL"
+    )
+    discord_gateway_url: str | None = Field(None, validation_alias="DISCORD_GATEWAY_URL")
+    discord_shard_count: int | None = Field(None, ge=1)
+    discord_shard_ids: str | None = None
+
+    # Adapters (all platforms)
+    burst_window_seconds: float = Field(2.0, ge=0)
+    rate_limit_per_minute: float = Field(20, gt=0)
 
     # Logging
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
