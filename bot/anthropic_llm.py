@@ -1,0 +1,270 @@
+"""The `LLM` port on Anthropic's Messages API, with prompt caching and explicit retries.
+
+The SDK's own retries are off: this module decides what to retry (429, 408, 5xx, 529,
+connection errors, timeouts), how long to wait, and translates every SDK error into
+`LLMUnavailable` at the edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from anthropic import AnthropicError, APIConnectionError, APIStatusError, AsyncAnthropic, omit
+from anthropic.types import (
+    ContentBlockParam,
+    Message,
+    MessageParam,
+    TextBlock,
+    TextBlockParam,
+    ToolChoiceToolParam,
+    ToolParam,
+    ToolResultBlockParam,
+    ToolUseBlock,
+)
+
+from bot.errors import LLMBadOutput, LLMUnavailable
+from bot.llm import Completion, LLMRequest, ToolCall, ToolResult, Turn, Usage
+
+log = structlog.get_logger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+CONVERSATION_START = "(The conversation starts.)"
+"""Stands in for the user when a conversation opens with the assistant (e.g. a check-in)."""
+
+
+class AnthropicLLM:
+    """The Anthropic Messages API behind the `LLM` port."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        chat_model: str,
+        fast_model: str,
+        base_url: str | None = None,
+        timeout_seconds: float = 60.0,
+        max_retries: int = 3,
+        backoff_seconds: float = 0.5,
+        max_backoff_seconds: float = 8.0,
+        max_retry_after_seconds: float = 30.0,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._client = AsyncAnthropic(
+            api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0
+        )
+        self._models = {"chat": chat_model, "fast": fast_model}
+        self._max_retries = max_retries
+        self._backoff = backoff_seconds
+        self._max_backoff = max_backoff_seconds
+        self._max_retry_after = max_retry_after_seconds
+        self._sleep = sleep
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        """Ask the model, retrying transient failures; `LLMUnavailable` when it cannot."""
+        model = self._models[request.role]
+        started = time.monotonic()
+        message = await self._with_retries(lambda: self._send(request, model), model)
+        completion = to_completion(message)
+        _check_forced_tool(request, completion)
+        log.info(
+            "llm.completed",
+            model=completion.model,
+            role=request.role,
+            input_tokens=completion.usage.input_tokens,
+            output_tokens=completion.usage.output_tokens,
+            cache_read_tokens=completion.usage.cache_read_tokens,
+            cache_write_tokens=completion.usage.cache_write_tokens,
+            stop_reason=completion.stop_reason,
+            tool_calls=len(completion.tool_calls),
+            latency_ms=round((time.monotonic() - started) * 1000),
+        )
+        return completion
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._client.close()
+
+    async def _send(self, request: LLMRequest, model: str) -> Message:
+        tool_choice: ToolChoiceToolParam | None = (
+            {"type": "tool", "name": request.force_tool} if request.force_tool else None
+        )
+        return await self._client.messages.create(
+            model=model,
+            max_tokens=request.max_tokens,
+            system=build_system(request),
+            messages=build_messages(request),
+            tools=build_tools(request) or omit,
+            tool_choice=tool_choice or omit,
+        )
+
+    async def _with_retries(self, send: Callable[[], Awaitable[Message]], model: str) -> Message:
+        attempt = 0
+        while True:
+            try:
+                return await send()
+            except AnthropicError as exc:
+                delay = self._retry_delay(exc, attempt)
+                attempt += 1
+                fields = {"model": model, "status": _status(exc), "request_id": _request_id(exc)}
+                if delay is None:
+                    log.warning("llm.failed", attempts=attempt, **fields)
+                    raise LLMUnavailable(_describe(exc)) from exc
+                log.warning("llm.retry", attempt=attempt, delay_s=round(delay, 3), **fields)
+            await self._sleep(delay)
+
+    def _retry_delay(self, exc: AnthropicError, attempt: int) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up."""
+        if attempt >= self._max_retries or not is_retryable(exc):
+            return None
+        if isinstance(exc, APIStatusError):
+            retry_after = _parse_seconds(exc.response.headers.get("retry-after"))
+            if retry_after is not None:
+                return min(retry_after, self._max_retry_after)
+        ceiling = min(self._backoff * 2**attempt, self._max_backoff)
+        return random.uniform(ceiling / 2, ceiling)
+
+
+def is_retryable(exc: AnthropicError) -> bool:
+    """Whether another attempt may succeed: rate limits, overload, 5xx, network, timeouts."""
+    if isinstance(exc, APIStatusError):
+        return exc.status_code in (408, 429) or exc.status_code >= 500
+    return isinstance(exc, APIConnectionError)
+
+
+def build_system(request: LLMRequest) -> list[TextBlockParam]:
+    """The stable prefix, marked for caching, then the per-turn part."""
+    blocks: list[TextBlockParam] = []
+    if request.stable_system:
+        blocks.append(
+            {"type": "text", "text": request.stable_system, "cache_control": {"type": "ephemeral"}}
+        )
+    if request.dynamic_system:
+        blocks.append({"type": "text", "text": request.dynamic_system})
+    return blocks
+
+
+def merge_turns(turns: tuple[Turn, ...]) -> list[Turn]:
+    """Turns the API accepts: blank ones dropped, same-role runs joined, user first."""
+    merged: list[Turn] = []
+    for turn in turns:
+        if not turn.content.strip():
+            continue
+        if merged and merged[-1].role == turn.role:
+            merged[-1] = Turn(turn.role, f"{merged[-1].content}\n\n{turn.content}")
+        else:
+            merged.append(turn)
+    if not merged or merged[0].role == "assistant":
+        merged.insert(0, Turn("user", CONVERSATION_START))
+    return merged
+
+
+def build_messages(request: LLMRequest) -> list[MessageParam]:
+    """The conversation, then each tool exchange as tool_use and tool_result messages."""
+    turns = merge_turns(request.turns)
+    lead_text = ""
+    if request.tool_exchange and turns[-1].role == "assistant":
+        lead_text = turns.pop().content
+    messages = [_text_message(turn) for turn in turns]
+    for calls, results in request.tool_exchange:
+        content: list[ContentBlockParam] = (
+            [{"type": "text", "text": lead_text}] if lead_text else []
+        )
+        content.extend(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.input)}
+            for call in calls
+        )
+        messages.append({"role": "assistant", "content": content})
+        messages.append({"role": "user", "content": [_tool_result(result) for result in results]})
+        lead_text = ""
+    return messages
+
+
+def build_tools(request: LLMRequest) -> list[ToolParam]:
+    """The tool specs in the API's shape."""
+    return [
+        {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+        for tool in request.tools
+    ]
+
+
+def to_completion(message: Message) -> Completion:
+    """Our `Completion` from the API's message."""
+    text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
+    calls = tuple(
+        ToolCall(block.id, block.name, _tool_input(block))
+        for block in message.content
+        if isinstance(block, ToolUseBlock)
+    )
+    usage = message.usage
+    return Completion(
+        text=text,
+        model=message.model,
+        usage=Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_input_tokens or 0,
+            cache_write_tokens=usage.cache_creation_input_tokens or 0,
+        ),
+        tool_calls=calls,
+        stop_reason=message.stop_reason,
+    )
+
+
+def _text_message(turn: Turn) -> MessageParam:
+    if turn.role == "user":
+        return {"role": "user", "content": turn.content}
+    return {"role": "assistant", "content": turn.content}
+
+
+def _tool_result(result: ToolResult) -> ToolResultBlockParam:
+    return {"type": "tool_result", "tool_use_id": result.tool_call_id, "content": result.content}
+
+
+def _tool_input(block: ToolUseBlock) -> dict[str, Any]:
+    if not isinstance(block.input, dict):
+        raise LLMBadOutput(f"tool {block.name!r} input is not an object")
+    return dict(block.input)
+
+
+def _check_forced_tool(request: LLMRequest, completion: Completion) -> None:
+    if request.force_tool is None:
+        return
+    if not any(call.name == request.force_tool for call in completion.tool_calls):
+        raise LLMBadOutput(
+            f"asked for tool {request.force_tool!r}, got stop_reason={completion.stop_reason!r}"
+        )
+
+
+def _parse_seconds(header: str | None) -> float | None:
+    """`retry-after` as seconds; None when absent, negative or an HTTP date."""
+    if header is None:
+        return None
+    try:
+        seconds = float(header)
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def _status(exc: AnthropicError) -> int | str:
+    if isinstance(exc, APIStatusError):
+        return exc.status_code
+    return type(exc).__name__
+
+
+def _request_id(exc: AnthropicError) -> str | None:
+    return exc.request_id if isinstance(exc, APIStatusError) else None
+
+
+def _describe(exc: AnthropicError) -> str:
+    """A short cause for the error message: status, error type and the API's own words."""
+    if isinstance(exc, APIStatusError):
+        detail = (exc.api_message or "")[:200]
+        return f"Anthropic API error {exc.status_code} ({exc.type or 'unknown'}): {detail}"
+    return f"Anthropic API unreachable: {type(exc).__name__}"
