@@ -1,0 +1,129 @@
+"""The console adapter end to end: the real `companion` process, the real anthropic SDK
+against a loopback Messages API, and the real test PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memory.tables import Message
+from tests.fakes.anthropic_api import FakeAnthropicAPI
+
+KEY = "sk-ant-test-key"
+
+
+def _env(fake: FakeAnthropicAPI | None, database_url: str, tmp_path: Path) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ANTHROPIC_", "COMPANION_", "TELEGRAM_", "DISCORD_"))
+    }
+    env.update(
+        DATABASE_URL=database_url,
+        COMPANION_DATA_DIR=str(tmp_path),
+        COMPANION_LLM_MAX_RETRIES="2",
+        COMPANION_LLM_TIMEOUT_SECONDS="1",
+        COMPANION_LOG_FORMAT="json",
+        USER="tester",
+    )
+    if fake is not None:
+        env.update(ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=fake.base_url)
+    return env
+
+
+async def _companion(
+    *args: str, stdin: str, env: dict[str, str], cwd: Path
+) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "adapters.cli",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout=60)
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+async def test_a_terminal_conversation_survives_rate_limits_outages_and_restarts(
+    database_url: str, db: async_sessionmaker[AsyncSession], tmp_path: Path
+) -> None:
+    async with FakeAnthropicAPI(api_key=KEY) as fake:
+        fake.queue_text("Hi Tester! How was your day?")
+        fake.queue_error(429, retry_after=0)
+        fake.queue_text("A 429 did not stop me.")
+        fake.queue_error(529)
+        fake.queue_delay(5)  # longer than the client's timeout
+        fake.queue_error(500)
+        fake.queue_text("I'm here.")
+        lines = "hello\nI went climbing today\nmy cat is called Miso\nare you there?\n"
+        code, out, err = await _companion(
+            "chat", stdin=lines, env=_env(fake, database_url, tmp_path), cwd=tmp_path
+        )
+        assert code == 0, err
+        assert "companion> Hi Tester! How was your day?" in out
+        assert "companion> A 429 did not stop me." in out
+        assert "language model isn't answering" in out  # the apology after 529, timeout, 500
+        assert "companion> I'm here." in out
+        last_turns = [m["content"] for m in fake.requests[-1]["messages"]]
+        assert "my cat is called Miso" in str(last_turns)
+        assert fake.requests[0]["system"][0]["cache_control"] == {"type": "ephemeral"}
+
+        # A restart: a new process over the same database keeps the whole session.
+        code, out, err = await _companion(
+            "chat", stdin="still me\n", env=_env(fake, database_url, tmp_path), cwd=tmp_path
+        )
+        assert code == 0, err
+        assert "my cat is called Miso" in str(fake.requests[-1]["messages"])
+    async with db() as s:
+        rows = (await s.scalars(select(Message).where(Message.role == "user"))).all()
+    assert [r.content for r in rows] == [
+        "hello",
+        "I went climbing today",
+        "my cat is called Miso",
+        "are you there?",
+        "still me",
+    ]
+    assert "Miso" not in err  # no message text in logs at INFO
+
+
+async def test_commands_and_bad_input_in_the_terminal(
+    database_url: str, db: async_sessionmaker[AsyncSession], tmp_path: Path
+) -> None:
+    async with FakeAnthropicAPI(api_key=KEY) as fake:
+        lines = "/help\n/nonsense\n   \n" + "x" * 20000 + "\n"
+        code, out, err = await _companion(
+            "chat", stdin=lines, env=_env(fake, database_url, tmp_path), cwd=tmp_path
+        )
+    assert code == 0, err
+    assert "/help" in out and "I don't know the command /nonsense" in out
+    assert "I didn't catch anything" in out
+    assert "20,000 characters" in out
+    assert fake.requests == []
+
+
+async def test_without_a_key_it_says_exactly_what_to_set(database_url: str, tmp_path: Path) -> None:
+    for command in ("run", "chat"):
+        code, out, err = await _companion(
+            command, stdin="", env=_env(None, database_url, tmp_path), cwd=tmp_path
+        )
+        assert code == 2
+        assert "ANTHROPIC_API_KEY is not set" in err and ".env" in err
+
+
+async def test_help_lists_the_commands(database_url: str, tmp_path: Path) -> None:
+    code, out, _ = await _companion(
+        "--help", stdin="", env=_env(None, database_url, tmp_path), cwd=tmp_path
+    )
+    assert code == 0
+    for command in ("run", "chat", "db"):
+        assert command in out
