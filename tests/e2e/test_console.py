@@ -113,7 +113,7 @@ async def test_commands_and_bad_input_in_the_terminal(
 
 async def test_without_a_key_it_says_exactly_what_to_set(database_url: str, tmp_path: Path) -> None:
     for command in ("run", "chat"):
-        code, out, err = await _companion(
+        code, _out, err = await _companion(
             command, stdin="", env=_env(None, database_url, tmp_path), cwd=tmp_path
         )
         assert code == 2
