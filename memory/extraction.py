@@ -1,0 +1,309 @@
+"""The extraction → validation pipeline: what a stretch of conversation taught about the
+person, checked in code before anything is stored. Runs in the background, never on the
+reply path; explicit `/remember` requests go through `remember_explicit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import structlog
+from sqlalchemy import and_, exists, func, literal, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memory.conversations import to_message
+from memory.erasure import HIDDEN
+from memory.extraction_prompt import (
+    CLASSIFY_SYSTEM,
+    CLASSIFY_TOOL,
+    EXTRACTION_SYSTEM,
+    EXTRACTION_TOOL,
+    Classification,
+    ExtractionAnswer,
+    classify_prompt,
+    extraction_prompt,
+    strip_memory_blocks,
+)
+from memory.extraction_prompt import MEMORY_BLOCK_END as MEMORY_BLOCK_END
+from memory.extraction_prompt import MEMORY_BLOCK_START as MEMORY_BLOCK_START
+from memory.items import Candidate, ExtractionOutcome, MemoryItem
+from memory.lifespan import lifespan, parse_event_date, zone_of
+from memory.memories import SqlMemoryRepository
+from memory.memory_batch import Embedding, MemoryBatch
+from memory.ports import Clock, Embedder, ToolCaller
+from memory.reconcile import Plan, plans_from, save_explicit, store_plans
+from memory.records import StoredMessage
+from memory.tables import Message
+from memory.tables import Session as SessionRow
+
+log = structlog.get_logger(__name__)
+
+MAX_MESSAGES = 100  # per run; the rest waits for the next run
+KNOWN_IN_PROMPT = 40
+MAX_ATTEMPTS = 5  # beyond this, only the nightly patrol retries
+EXPLICIT_MIN_IMPORTANCE = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    watermark: int | None
+    messages: list[StoredMessage]
+    has_more: bool
+
+
+async def extract_session(
+    *,
+    user_id: int,
+    session_id: int,
+    sessions: async_sessionmaker[AsyncSession],
+    memories: SqlMemoryRepository,
+    llm: ToolCaller,
+    embedder: Embedder,
+    clock: Clock,
+    timezone: str,
+    min_importance: float = 3,
+) -> ExtractionOutcome:
+    """Extract, validate and store what the session's new messages say about the person.
+
+    Stores and the watermark commit together; on a model failure nothing is stored and
+    the attempt is counted so the session is retried later.
+    """
+    read = await _read(sessions, user_id=user_id, session_id=session_id)
+    if read is None:
+        log.warning("memory.extraction_no_session", user_id=user_id, session_id=session_id)
+        return ExtractionOutcome()
+    shown = _readable(read.messages)
+    plans: list[Plan] = []
+    dropped = 0
+    vectors: dict[str, Embedding] = {}
+    now = clock.now()
+    if any(m.role == "user" for m in shown):
+        try:
+            answer = await _ask(llm, memories, user_id, shown, timezone, now)
+            plans, dropped = plans_from(answer, shown, zone_of(timezone), now, min_importance)
+            vectors = await _embed(embedder, plans)
+        except Exception as exc:
+            await _record_failure(sessions, user_id=user_id, session_id=session_id, error=exc)
+            return ExtractionOutcome(failed=True)
+    async with memories.batch(user_id) as batch:
+        if not await _claim(batch, session_id, read.watermark):
+            log.info("memory.extraction_raced", user_id=user_id, session_id=session_id)
+            return ExtractionOutcome()
+        outcome = await store_plans(batch, plans, vectors)
+        through = read.messages[-1].id if read.messages else read.watermark
+        await _advance(batch, session_id, through, read.has_more)
+    outcome = replace(outcome, skipped=outcome.skipped + dropped)
+    log.info(
+        "memory.extracted",
+        user_id=user_id,
+        session_id=session_id,
+        added=outcome.added,
+        updated=outcome.updated,
+        skipped=outcome.skipped,
+    )
+    return outcome
+
+
+async def _read(
+    sessions: async_sessionmaker[AsyncSession], *, user_id: int, session_id: int
+) -> _Read | None:
+    async with sessions() as db:
+        found = (
+            await db.execute(
+                select(SessionRow.extracted_through).where(
+                    SessionRow.id == session_id, SessionRow.user_id == user_id
+                )
+            )
+        ).first()
+        if found is None:
+            return None
+        query = select(Message).where(Message.user_id == user_id, Message.session_id == session_id)
+        if found[0] is not None:
+            query = query.where(Message.id > found[0])
+        rows = list(await db.scalars(query.order_by(Message.id).limit(MAX_MESSAGES + 1)))
+    messages = [to_message(row) for row in rows[:MAX_MESSAGES]]
+    return _Read(found[0], messages, len(rows) > MAX_MESSAGES)
+
+
+def _readable(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
+    """What the model may read: no hidden (forgotten) words, no memory blocks."""
+    return [
+        replace(m, content=text)
+        for m in messages
+        if m.status != HIDDEN and (text := strip_memory_blocks(m.content))
+    ]
+
+
+async def _ask(
+    llm: ToolCaller,
+    memories: SqlMemoryRepository,
+    user_id: int,
+    shown: Sequence[StoredMessage],
+    timezone: str,
+    now: datetime,
+) -> ExtractionAnswer:
+    known = await memories.live(user_id, limit=KNOWN_IN_PROMPT)
+    zone = zone_of(timezone)
+    raw = await llm.call_tool(
+        system=EXTRACTION_SYSTEM,
+        prompt=extraction_prompt(shown, timezone=timezone, zone=zone, now=now, known=known),
+        tool_name=EXTRACTION_TOOL.name,
+        tool_description=EXTRACTION_TOOL.description,
+        input_schema=EXTRACTION_TOOL.input_schema,
+    )
+    return ExtractionAnswer.model_validate(raw)
+
+
+async def _embed(embedder: Embedder, plans: Sequence[Plan]) -> dict[str, Embedding]:
+    texts = list(
+        dict.fromkeys(
+            [p.candidate.content for p in plans] + [p.supersedes for p in plans if p.supersedes]
+        )
+    )
+    if not texts:
+        return {}
+    matrix = await embedder.embed(texts)
+    return {text: [float(x) for x in row] for text, row in zip(texts, matrix, strict=True)}
+
+
+async def _claim(batch: MemoryBatch, session_id: int, watermark: int | None) -> bool:
+    """Lock the session and check no other run moved its watermark since we read."""
+    found = (
+        await batch.db.execute(
+            select(SessionRow.extracted_through)
+            .where(SessionRow.id == session_id, SessionRow.user_id == batch.user_id)
+            .with_for_update()
+        )
+    ).first()
+    return found is not None and found[0] == watermark
+
+
+async def _advance(
+    batch: MemoryBatch, session_id: int, through: int | None, has_more: bool
+) -> None:
+    """Move the watermark; still due only if a closed session has more to read."""
+    later = exists().where(Message.session_id == session_id)
+    if through is not None:
+        later = later.where(Message.id > through)
+    await batch.db.execute(
+        update(SessionRow)
+        .where(SessionRow.id == session_id, SessionRow.user_id == batch.user_id)
+        .values(
+            extracted_through=through,
+            extraction_due=or_(literal(has_more), and_(SessionRow.closed_at.is_not(None), later)),
+            extraction_attempts=0,
+        )
+    )
+
+
+async def _record_failure(
+    sessions: async_sessionmaker[AsyncSession], *, user_id: int, session_id: int, error: Exception
+) -> None:
+    async with sessions.begin() as db:
+        attempts = await db.scalar(
+            update(SessionRow)
+            .where(SessionRow.id == session_id, SessionRow.user_id == user_id)
+            .values(extraction_attempts=SessionRow.extraction_attempts + 1)
+            .returning(SessionRow.extraction_attempts)
+        )
+    log.warning(
+        "memory.extraction_failed",
+        user_id=user_id,
+        session_id=session_id,
+        error=type(error).__name__,
+        attempts=attempts,
+    )
+
+
+async def due_sessions(
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    every_n: int,
+    limit: int = 50,
+    max_attempts: int | None = MAX_ATTEMPTS,
+) -> list[tuple[int, int]]:
+    """(user_id, session_id) pairs to extract: closed ones, or open ones with `every_n`
+    new user messages; `max_attempts=None` (the patrol) also retries failing ones."""
+    new_user_messages = (
+        select(Message.id)
+        .where(
+            Message.session_id == SessionRow.id,
+            Message.user_id == SessionRow.user_id,
+            Message.role == "user",
+            Message.id > func.coalesce(SessionRow.extracted_through, 0),
+        )
+        .limit(every_n)
+        .correlate(SessionRow)
+        .subquery()
+    )
+    pending = select(func.count()).select_from(new_user_messages).scalar_subquery()
+    query = select(SessionRow.user_id, SessionRow.id).where(
+        or_(SessionRow.extraction_due, and_(SessionRow.closed_at.is_(None), pending >= every_n))
+    )
+    if max_attempts is not None:
+        query = query.where(SessionRow.extraction_attempts < max_attempts)
+    async with sessions() as db:
+        rows = await db.execute(query.order_by(SessionRow.id).limit(limit))
+        return [(int(user), int(session)) for user, session in rows.all()]
+
+
+async def remember_explicit(
+    *,
+    user_id: int,
+    text: str,
+    memories: SqlMemoryRepository,
+    llm: ToolCaller | None,
+    clock: Clock,
+    timezone: str,
+) -> MemoryItem:
+    """Save what the person explicitly asked to remember; without a model it is still saved."""
+    content = text.strip()
+    if not content:
+        raise ValueError("nothing to remember")
+    now = clock.now()
+    zone = zone_of(timezone)
+    classified = await _classify(llm, content, timezone=timezone, zone=zone, now=now)
+    event_at = parse_event_date(classified.event_date, zone) if classified.event_date else None
+    span = lifespan(classified.category, event_at=event_at, now=now)
+    candidate = Candidate(
+        content=content,
+        category=span.category,
+        tier=span.tier,
+        importance=max(classified.importance, EXPLICIT_MIN_IMPORTANCE),
+        confidence=1.0,
+        event_at=span.event_at,
+        expires_at=span.expires_at,
+    )
+    try:
+        (vector,) = await memories.embed([content])
+    except Exception as exc:
+        log.warning("memory.embedding_failed", user_id=user_id, error=type(exc).__name__)
+        vector = None
+    async with memories.batch(user_id) as batch:
+        item = await save_explicit(batch, candidate, vector)
+    log.info("memory.remembered", user_id=user_id, memory_id=item.id, category=item.category)
+    return item
+
+
+async def _classify(
+    llm: ToolCaller | None, text: str, *, timezone: str, zone: ZoneInfo, now: datetime
+) -> Classification:
+    """Category, importance and date from the fast model; `fact`/7 when it cannot answer."""
+    fallback = Classification(category="fact", importance=7)
+    if llm is None:
+        return fallback
+    try:
+        raw = await llm.call_tool(
+            system=CLASSIFY_SYSTEM,
+            prompt=classify_prompt(text, timezone=timezone, zone=zone, now=now),
+            tool_name=CLASSIFY_TOOL.name,
+            tool_description=CLASSIFY_TOOL.description,
+            input_schema=CLASSIFY_TOOL.input_schema,
+        )
+        return Classification.model_validate(raw)
+    except Exception as exc:
+        log.warning("memory.classify_failed", error=type(exc).__name__)
+        return fallback

@@ -1,0 +1,209 @@
+"""Deciding in code what a candidate memory is: invalid, already known, a new version of a
+known memory, or new; then storing it with provenance inside the caller's batch.
+
+Extracted memories never replace what the person set explicitly or pinned.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+import structlog
+
+from memory.errors import MemoryNotFound
+from memory.extraction_prompt import ExtractedMemory, ExtractionAnswer
+from memory.items import Candidate, ExtractionOutcome, MemoryItem, content_hash
+from memory.lifespan import lifespan, parse_event_date
+from memory.memory_batch import Embedding, MemoryBatch, to_item
+from memory.records import StoredMessage
+
+log = structlog.get_logger(__name__)
+
+MIN_CONFIDENCE = 0.7
+MAX_CONTENT_CHARS = 500
+MIN_CONTENT_CHARS = 12
+MIN_CONTENT_WORDS = 3
+DUPLICATE_SIMILARITY = 0.92  # the same thing said again: skip
+UPDATE_SIMILARITY = 0.80  # close and in the same category: a new version of it
+SUPERSEDES_MATCH = 0.80  # how close the model's "supersedes" text must be to a memory
+KEPT = ("active", "dying", "forgotten")
+_GENERIC_WORDS = (
+    "the person they them their is are was has have had a an it this that of to and "
+    "said says something things stuff likes feels thinks about some"
+)
+_GENERIC = frozenset(_GENERIC_WORDS.split())  # a memory of only these words says nothing
+_LABEL = re.compile(r"m(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A validated candidate, and the text of the older fact it says it replaces."""
+
+    candidate: Candidate
+    supersedes: str | None = None
+
+
+def plans_from(
+    answer: ExtractionAnswer,
+    shown: Sequence[StoredMessage],
+    zone: ZoneInfo,
+    now: datetime,
+    min_importance: float,
+) -> tuple[list[Plan], int]:
+    """Validated candidates with tier and expiry decided, and how many were dropped."""
+    user_ids = {m.id for m in shown if m.role == "user"}
+    plans: list[Plan] = []
+    for extracted in answer.memories:
+        evidence = tuple(sorted(set(extracted.evidence_message_ids) & user_ids))
+        reason = rejection(extracted, evidence, min_importance)
+        if reason is not None:
+            log.debug("memory.candidate_dropped", reason=reason)
+            continue
+        event_at = parse_event_date(extracted.event_date, zone) if extracted.event_date else None
+        span = lifespan(extracted.category, event_at=event_at, now=now, hint=extracted.expiry_hint)
+        candidate = Candidate(
+            content=extracted.content,
+            category=span.category,
+            tier=span.tier,
+            importance=extracted.importance,
+            confidence=extracted.confidence,
+            event_at=span.event_at,
+            expires_at=span.expires_at,
+            source_message_ids=evidence,
+        )
+        plans.append(Plan(candidate, extracted.supersedes or None))
+    return plans, len(answer.memories) - len(plans)
+
+
+def rejection(
+    extracted: ExtractedMemory, evidence: Sequence[int], min_importance: float
+) -> str | None:
+    """Why a candidate cannot be stored (None when it can): evidence, thresholds, shape."""
+    words = re.findall(r"\w+", extracted.content.casefold())
+    if not evidence:
+        return "evidence"
+    if extracted.confidence < MIN_CONFIDENCE:
+        return "confidence"
+    if extracted.importance < min_importance:
+        return "importance"
+    if len(extracted.content) > MAX_CONTENT_CHARS:
+        return "too_long"
+    if len(extracted.content) < MIN_CONTENT_CHARS or len(words) < MIN_CONTENT_WORDS:
+        return "too_short"
+    if all(word in _GENERIC for word in words):
+        return "vague"
+    return None
+
+
+async def store_plans(
+    batch: MemoryBatch, plans: Sequence[Plan], vectors: dict[str, Embedding]
+) -> ExtractionOutcome:
+    """Reconcile and store every plan in `batch`; `vectors` maps each text to its embedding."""
+    added, updated, skipped = 0, 0, 0
+    stored: list[MemoryItem] = []
+    for plan in plans:
+        verdict, item = await _reconcile(batch, plan, vectors)
+        added += verdict == "added"
+        updated += verdict == "updated"
+        skipped += verdict == "skipped"
+        if item is not None:
+            stored.append(item)
+    return ExtractionOutcome(added, updated, skipped, tuple(stored))
+
+
+async def _reconcile(
+    batch: MemoryBatch, plan: Plan, vectors: dict[str, Embedding]
+) -> tuple[str, MemoryItem | None]:
+    """Add, update (supersede) or skip one validated candidate."""
+    candidate = plan.candidate
+    vector = vectors[candidate.content]
+    action, target = await _match(batch, plan, vectors)
+    if action == "skip":
+        if target is not None and target.live and candidate.expires_at is not None:
+            await batch.refresh_expiry(target, candidate.expires_at, actor="extraction")
+        return "skipped", None
+    if target is None:
+        item = await batch.add(candidate, source="extracted", actor="extraction", embedding=vector)
+        return "added", item
+    if target.source == "user" or target.pinned:
+        log.info(
+            "memory.contradiction_skipped",
+            user_id=batch.user_id,
+            memory_id=target.id,
+            reason="pinned" if target.pinned else "explicit",
+        )
+        return "skipped", None
+    item = await batch.supersede(
+        target.short_id, candidate, source="extracted", actor="extraction", embedding=vector
+    )
+    return "updated", item
+
+
+async def _match(
+    batch: MemoryBatch, plan: Plan, vectors: dict[str, Embedding]
+) -> tuple[str, MemoryItem | None]:
+    """('skip', known item or None), ('supersede', older item) or ('add', None)."""
+    candidate = plan.candidate
+    vector = vectors[candidate.content]
+    same = await batch.by_hash(content_hash(candidate.content), statuses=KEPT)
+    if same is not None:
+        return "skip", same
+    if await batch.similar(
+        vector, limit=1, min_similarity=DUPLICATE_SIMILARITY, statuses=("forgotten",)
+    ):
+        return "skip", None  # the person asked to forget this
+    if plan.supersedes:
+        named = await _named(batch, plan.supersedes, vectors[plan.supersedes])
+        if named is not None:
+            return "supersede", named
+    for item, similarity in await batch.similar(vector, min_similarity=UPDATE_SIMILARITY):
+        if similarity >= DUPLICATE_SIMILARITY and not _moved_event(candidate, item):
+            return "skip", item
+        if item.category == candidate.category:
+            return "supersede", item
+    return "add", None
+
+
+async def _named(batch: MemoryBatch, text: str, vector: Embedding) -> MemoryItem | None:
+    """The live memory the model says a candidate replaces (by label like `m3`, or by text)."""
+    label = _LABEL.fullmatch(text.strip())
+    if label is not None:
+        try:
+            item = to_item(await batch.row(int(label.group(1)), for_update=False))
+        except MemoryNotFound:
+            return None
+        return item if item.live else None
+    found = await batch.similar(vector, limit=1, min_similarity=SUPERSEDES_MATCH)
+    return found[0][0] if found else None
+
+
+def _moved_event(candidate: Candidate, item: MemoryItem) -> bool:
+    """The same event on another day: an update, not a duplicate."""
+    return (
+        candidate.category == item.category == "event"
+        and candidate.event_at is not None
+        and item.event_at is not None
+        and candidate.event_at.date() != item.event_at.date()
+    )
+
+
+async def save_explicit(
+    batch: MemoryBatch, candidate: Candidate, vector: Embedding | None
+) -> MemoryItem:
+    """Store what the person asked to remember; an extracted copy of it becomes theirs."""
+    same = await batch.by_hash(content_hash(candidate.content))
+    if same is not None and (same.source == "user" or same.pinned):
+        return same
+    if same is None and vector is not None:
+        near = await batch.similar(vector, limit=1, min_similarity=DUPLICATE_SIMILARITY)
+        if near and near[0][0].source != "user" and not near[0][0].pinned:
+            same = near[0][0]
+    if same is not None:
+        return await batch.supersede(
+            same.short_id, candidate, source="user", actor="user", embedding=vector
+        )
+    return await batch.add(candidate, source="user", actor="user", embedding=vector)
