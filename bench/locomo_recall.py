@@ -1,0 +1,255 @@
+"""Evidence recall on LoCoMo: does `recall` find the turns that answer a question?
+
+Each conversation becomes one person's message history, stored through the project's
+own inbound path (`SqlConversationStore.record_inbound`, WordLlama embeddings) in an
+embedded PostgreSQL. Every question of categories 1–4 is then asked through `recall`
+(messages only); recall@k is the mean fraction of a question's evidence turns among the
+top k. Full-text-only and vector-only rankings over the same SQL are the baselines.
+
+Run: `python -m bench.locomo_recall [path/to/locomo.json]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.logs import configure_logging
+from memory.conversations import SqlConversationStore
+from memory.database import create_engine, migrate, session_factory, start_embedded
+from memory.embeddings import WordLlamaEmbedder
+from memory.ports import Embedder
+from memory.retrieval import DEFAULT_TUNING, Mode, Tuning, recall
+
+DEFAULT_PATH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo-dev.json"
+CATEGORIES = (1, 2, 3, 4)
+CUTOFFS = (5, 10, 20)
+SESSION_KEY = re.compile(r"session_(\d+)")
+EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One speaker turn: its dialogue id, what the message says, and when."""
+
+    dia_id: str
+    text: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A question and the dialogue ids of the turns that answer it."""
+
+    text: str
+    category: int
+    evidence: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """One LoCoMo sample: a long two-person conversation and its questions."""
+
+    sample_id: str
+    turns: tuple[Turn, ...]
+    questions: tuple[Question, ...]
+
+
+def parse_date(value: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' as an aware UTC datetime."""
+    return datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    """A turn as a chat message: who said it, what, and the photo they shared."""
+    text = f"{turn['speaker']}: {turn['text']}"
+    caption = turn.get("blip_caption")
+    return f"{text} [shares {caption}]" if caption else text
+
+
+def load(path: Path) -> list[Conversation]:
+    """Parse the LoCoMo file; evidence ids are normalised and unknown ones dropped."""
+    samples = json.loads(path.read_text(encoding="utf-8"))
+    return [_conversation(sample) for sample in samples]
+
+
+def _conversation(sample: dict[str, Any]) -> Conversation:
+    conv = sample["conversation"]
+    numbers = sorted(int(m[1]) for key in conv if (m := SESSION_KEY.fullmatch(key)))
+    turns = []
+    for number in numbers:
+        started = parse_date(conv[f"session_{number}_date_time"])
+        for i, turn in enumerate(conv[f"session_{number}"]):
+            turns.append(Turn(turn["dia_id"], turn_text(turn), started + timedelta(seconds=i)))
+    known = {t.dia_id for t in turns}
+    questions = []
+    for qa in sample["qa"]:
+        if qa["category"] not in CATEGORIES:
+            continue
+        ids = {f"D{a}:{b}" for ev in qa["evidence"] for a, b in EVIDENCE_ID.findall(ev)}
+        evidence = frozenset(ids & known)
+        if evidence:
+            questions.append(Question(str(qa["question"]), int(qa["category"]), evidence))
+    return Conversation(str(sample["sample_id"]), tuple(turns), tuple(questions))
+
+
+async def ingest(store: SqlConversationStore, conversation: Conversation) -> int:
+    """Store every turn as an inbound message of one person; returns the person's id."""
+    user_id = 0
+    for turn in conversation.turns:
+        inbound = await store.record_inbound(
+            platform="locomo",
+            platform_user_id=conversation.sample_id,
+            chat_id=conversation.sample_id,
+            display_name=conversation.sample_id,
+            text=turn.text,
+            platform_message_id=turn.dia_id,
+            now=turn.at,
+            idle_gap=timedelta(hours=2),
+        )
+        user_id = inbound.person.id
+    return user_id
+
+
+async def evaluate(
+    sessions: async_sessionmaker[AsyncSession],
+    embedder: Embedder,
+    people: Sequence[tuple[Conversation, int]],
+    *,
+    mode: Mode,
+    tuning: Tuning = DEFAULT_TUNING,
+) -> dict[int, list[float]]:
+    """Per cutoff, the evidence recall of every question, in question order."""
+    scores: dict[int, list[float]] = {k: [] for k in CUTOFFS}
+    for conversation, user_id in people:
+        now = conversation.turns[-1].at + timedelta(days=1)
+        for question in conversation.questions:
+            found = await recall(
+                sessions,
+                embedder,
+                user_id=user_id,
+                query=question.text,
+                k=max(CUTOFFS),
+                now=now,
+                include_memories=False,
+                mode=mode,
+                tuning=tuning,
+            )
+            ids = [r.platform_message_id for r in found]
+            for k in CUTOFFS:
+                hits = question.evidence.intersection(ids[:k])
+                scores[k].append(len(hits) / len(question.evidence))
+    return scores
+
+
+def mean(values: Sequence[float]) -> float:
+    """The arithmetic mean (0 for nothing)."""
+    return sum(values) / len(values) if values else 0.0
+
+
+def by_category(
+    people: Sequence[tuple[Conversation, int]], scores: list[float]
+) -> dict[int, float]:
+    """Mean recall per question category."""
+    categories = [q.category for conversation, _ in people for q in conversation.questions]
+    return {
+        c: mean([s for s, qc in zip(scores, categories, strict=True) if qc == c])
+        for c in CATEGORIES
+    }
+
+
+PER_TURN = Tuning(neighbour_1=0.0, neighbour_2=0.0)
+RANKINGS: dict[str, tuple[Mode, Tuning]] = {
+    "hybrid": ("hybrid", DEFAULT_TUNING),
+    "bm25": ("text", PER_TURN),
+    "vector": ("vector", DEFAULT_TUNING),
+    "bm25+nbrs": ("text", DEFAULT_TUNING),
+    "hybrid-nbrs": ("hybrid", PER_TURN),
+}
+LEGEND = (
+    "hybrid       the default recall: RRF of vector and BM25, neighbour turns share text scores",
+    "bm25         full text only, each turn on its own (english stems, IDF from the person)",
+    "vector       WordLlama cosine only",
+    "bm25+nbrs    full text only, with the neighbour sharing",
+    "hybrid-nbrs  the default without neighbour sharing",
+)
+
+
+async def run(path: Path) -> dict[str, dict[int, list[float]]]:
+    """Ingest, evaluate every ranking in `RANKINGS`; print the report."""
+    conversations = load(path)
+    embedder = WordLlamaEmbedder()
+    with tempfile.TemporaryDirectory(prefix="locomo-") as data_dir:
+        server = start_embedded(Path(data_dir))
+        engine = create_engine(server.url, pool_size=2)
+        try:
+            await migrate(engine, embedding_dim=embedder.dim)
+            sessions = session_factory(engine)
+            store = SqlConversationStore(sessions, embedder)
+            started = time.perf_counter()
+            people = [(c, await ingest(store, c)) for c in conversations]
+            ingest_seconds = time.perf_counter() - started
+            results: dict[str, dict[int, list[float]]] = {}
+            timings: dict[str, float] = {}
+            for name, (mode, tuning) in RANKINGS.items():
+                started = time.perf_counter()
+                results[name] = await evaluate(sessions, embedder, people, mode=mode, tuning=tuning)
+                timings[name] = time.perf_counter() - started
+        finally:
+            await engine.dispose()
+            server.stop()
+    _report(people, results, timings, ingest_seconds)
+    return results
+
+
+def _report(
+    people: Sequence[tuple[Conversation, int]],
+    results: dict[str, dict[int, list[float]]],
+    timings: dict[str, float],
+    ingest_seconds: float,
+) -> None:
+    turns = sum(len(c.turns) for c, _ in people)
+    questions = sum(len(c.questions) for c, _ in people)
+    print(f"LoCoMo evidence recall: {len(people)} conversations, {turns} turns stored through")
+    print(f"record_inbound in {ingest_seconds:.1f} s; {questions} questions (categories 1-4),")
+    print("each asked through recall() over that person's messages only.")
+    print()
+    print(f"{'ranking':<13}" + "".join(f"{'R@' + str(k):>8}" for k in CUTOFFS) + "  ms/query")
+    for name, scores in results.items():
+        row = "".join(f"{mean(scores[k]):8.3f}" for k in CUTOFFS)
+        print(f"{name:<13}{row}  {1000 * timings[name] / max(1, questions):8.1f}")
+    print()
+    print("R@10 by category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop):")
+    for name, scores in results.items():
+        cats = by_category(people, scores[10])
+        print(f"{name:<13}" + "".join(f"  {c}: {v:.3f}" for c, v in cats.items()))
+    print()
+    print("\n".join(LEGEND))
+    print()
+    hybrid = results["hybrid"]
+    for k in CUTOFFS:
+        print(f"figure locomo_recall_at_{k} {mean(hybrid[k]):.3f} ratio")
+    print(f"figure locomo_bm25_recall_at_10 {mean(results['bm25'][10]):.3f} ratio")
+    print(f"figure locomo_vector_recall_at_10 {mean(results['vector'][10]):.3f} ratio")
+
+
+def main(argv: Sequence[str] = sys.argv[1:]) -> None:
+    """Run the benchmark on the given file or the shared dev split."""
+    path = Path(argv[0]) if argv else DEFAULT_PATH
+    configure_logging("WARNING")
+    asyncio.run(run(path.resolve()))
+
+
+if __name__ == "__main__":
+    main()

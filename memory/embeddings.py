@@ -1,0 +1,219 @@
+"""Embedders: WordLlama (offline, the default) and Voyage (hosted, optional).
+
+Both satisfy the `Embedder` port: `await embed(texts)` returns one L2-normalised
+float32 row per text. Errors a caller may meet are drawn here:
+
+    EmbeddingError(RuntimeError)      the provider could not embed
+    ├── EmbeddingUnavailable          network trouble, rate limit, 5xx: try again later
+    └── EmbeddingRejected             the request or the response is wrong: fix config
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import structlog
+
+from memory.ports import Embedder, Vector
+
+log = structlog.get_logger(__name__)
+
+WORDLLAMA_CONFIG = "l2_supercat"
+WORDLLAMA_WEIGHTS_DIM = 256  # the only weights file the wheel ships
+WORDLLAMA_DIMS = (64, 128, 256)  # Matryoshka truncations of the shipped weights
+INLINE_BATCH = 64  # larger batches are embedded in a worker thread
+VOYAGE_URL = "https://api.voyageai.com"
+VOYAGE_BATCH = 128
+
+
+class EmbeddingError(RuntimeError):
+    """The embedding provider could not embed the texts."""
+
+
+class EmbeddingUnavailable(EmbeddingError):
+    """The provider is unreachable, rate-limited or failing: try again later."""
+
+
+class EmbeddingRejected(EmbeddingError):
+    """The provider refused the request or answered nonsense: check the configuration."""
+
+
+def normalise_rows(matrix: Any, dim: int) -> Vector:
+    """Rows as unit-length float32; an all-zero row (no tokens) becomes a fixed unit vector."""
+    rows = np.asarray(matrix, dtype=np.float32).reshape(-1, dim)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    empty = norms[:, 0] == 0.0
+    rows = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0.0)
+    rows[empty] = np.float32(1.0 / np.sqrt(dim))
+    unit: Vector = rows
+    return unit
+
+
+def _import_wordllama() -> Any:
+    """Import wordllama, undoing the `logging.basicConfig` it runs at import time."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    from wordllama import WordLlama
+
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    return WordLlama
+
+
+class WordLlamaEmbedder:
+    """WordLlama static embeddings from the weights inside the installed wheel; no network."""
+
+    def __init__(self, dim: int = 256) -> None:
+        if dim not in WORDLLAMA_DIMS:
+            raise ValueError(
+                f"WordLlama supports embedding dimensions {list(WORDLLAMA_DIMS)} "
+                f"(truncations of the shipped {WORDLLAMA_WEIGHTS_DIM}-d weights), not {dim}"
+            )
+        self._dim = dim
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        """Vector width."""
+        return self._dim
+
+    @property
+    def name(self) -> str:
+        """Provider, model and width, e.g. `wordllama-l2_supercat-256`."""
+        return f"wordllama-{WORDLLAMA_CONFIG}-{self._dim}"
+
+    def _loaded(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                word_llama = _import_wordllama()
+                package = Path(_package_folder())
+                self._model = word_llama.load(
+                    config=WORDLLAMA_CONFIG,
+                    cache_dir=package,
+                    disable_download=True,
+                    dim=WORDLLAMA_WEIGHTS_DIM,
+                    trunc_dim=None if self._dim == WORDLLAMA_WEIGHTS_DIM else self._dim,
+                )
+                log.info("embeddings.loaded", model=self.name)
+            return self._model
+
+    def embed_sync(self, texts: list[str]) -> Vector:
+        """Embed in the calling thread (CPU only, about 20 µs per text)."""
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        raw = self._loaded().embed(texts, norm=False)
+        return normalise_rows(raw, self._dim)
+
+    async def embed(self, texts: list[str]) -> Vector:
+        """One unit row per text; big batches and the first load run in a worker thread."""
+        if self._model is None or len(texts) > INLINE_BATCH:
+            return await asyncio.to_thread(self.embed_sync, texts)
+        return self.embed_sync(texts)
+
+
+def _package_folder() -> str:
+    import wordllama
+
+    return str(Path(wordllama.__file__).parent)
+
+
+class VoyageEmbedder:
+    """Voyage AI embeddings over HTTPS (`POST /v1/embeddings`)."""
+
+    def __init__(
+        self,
+        api_key: str,
+        model: str,
+        dim: int,
+        base_url: str = VOYAGE_URL,
+        *,
+        timeout_seconds: float = 30.0,
+    ) -> None:
+        self._api_key = api_key
+        self._model = model
+        self._dim = dim
+        self._url = base_url.rstrip("/") + "/v1/embeddings"
+        self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def dim(self) -> int:
+        """Vector width (`output_dimension`)."""
+        return self._dim
+
+    @property
+    def name(self) -> str:
+        """Provider, model and width, e.g. `voyage-voyage-3.5-lite-256`."""
+        return f"voyage-{self._model}-{self._dim}"
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def embed(self, texts: list[str]) -> Vector:
+        """One unit row per text, in batches of at most 128 per request."""
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        parts = [
+            await self._request(texts[i : i + VOYAGE_BATCH])
+            for i in range(0, len(texts), VOYAGE_BATCH)
+        ]
+        return normalise_rows(np.concatenate(parts), self._dim)
+
+    async def _request(self, texts: list[str]) -> Vector:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        body = {"input": texts, "model": self._model, "output_dimension": self._dim}
+        headers = {"Authorization": f"Bearer {self._api_key}"}
+        try:
+            async with self._session.post(self._url, json=body, headers=headers) as response:
+                if response.status >= 400:
+                    raise _http_error(response.status, await response.text())
+                payload = await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("embeddings.voyage_unreachable", error=type(exc).__name__)
+            raise EmbeddingUnavailable(f"Voyage is unreachable: {type(exc).__name__}") from exc
+        return self._parse(payload, len(texts))
+
+    def _parse(self, payload: Any, expected: int) -> Vector:
+        try:
+            items = sorted(payload["data"], key=lambda item: int(item["index"]))
+            matrix = np.asarray([item["embedding"] for item in items], dtype=np.float32)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EmbeddingRejected("Voyage answered with an unexpected body") from exc
+        if matrix.shape != (expected, self._dim):
+            raise EmbeddingRejected(
+                f"Voyage returned vectors of shape {matrix.shape}, expected ({expected}, "
+                f"{self._dim}); does model {self._model!r} support output_dimension {self._dim}?"
+            )
+        return matrix
+
+
+def _http_error(status: int, body: str) -> EmbeddingError:
+    detail = body.strip().replace("\n", " ")[:300]
+    log.warning("embeddings.voyage_error", status=status)
+    if status == 429 or status >= 500:
+        return EmbeddingUnavailable(f"Voyage is unavailable (HTTP {status}): {detail}")
+    return EmbeddingRejected(f"Voyage rejected the request (HTTP {status}): {detail}")
+
+
+def build_embedder(
+    provider: str, dim: int, voyage_api_key: str | None, voyage_model: str
+) -> Embedder:
+    """The configured embedder: `wordllama` (default, offline) or `voyage` (needs a key)."""
+    if provider == "wordllama":
+        return WordLlamaEmbedder(dim)
+    if provider == "voyage":
+        if not voyage_api_key:
+            raise ValueError("embedding provider 'voyage' needs VOYAGE_API_KEY")
+        return VoyageEmbedder(voyage_api_key, voyage_model, dim)
+    raise ValueError(f"unknown embedding provider: {provider!r} (use 'wordllama' or 'voyage')")
