@@ -9,10 +9,11 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 
 import structlog
 
-from bot.bootstrap import build_core, open_database
+from bot.bootstrap import Core, build_core, build_embedder_from, open_database
 from bot.config import Settings, load_settings
 from bot.errors import CompanionError, ConfigurationError
 from bot.logs import configure_logging
@@ -35,16 +36,34 @@ def _parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="database maintenance")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     db_commands.add_parser("upgrade", help="apply database migrations")
+    memory = commands.add_parser("memory", help="memory maintenance")
+    memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
+    memory_commands.add_parser(
+        "reembed", help="re-embed every message and memory (after changing the embedder)"
+    )
     return parser
+
+
+async def _maintain(core: Core, every: float = 60.0) -> None:
+    """Close idle sessions and extract their memories, every minute."""
+    gap = timedelta(minutes=core.settings.session_idle_minutes)
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await core.memory.sweep(idle_gap=gap)
+        except CompanionError as exc:
+            log.warning("maintenance.failed", error=type(exc).__name__)
 
 
 async def _chat(settings: Settings) -> None:
     from adapters.console.chat import ConsoleChat
 
     core = await build_core(settings)
+    maintenance = asyncio.create_task(_maintain(core))
     try:
         await ConsoleChat(core, stdin=sys.stdin, stdout=sys.stdout).run()
     finally:
+        maintenance.cancel()
         await core.aclose()
 
 
@@ -75,6 +94,29 @@ async def _db_upgrade(settings: Settings) -> None:
     print("database is up to date")
 
 
+async def _reembed(settings: Settings) -> None:
+    from memory.database import session_factory
+    from memory.reembed import reembed
+
+    embedder = build_embedder_from(settings)
+    engine, embedded = await open_database(settings)
+    try:
+        count = await reembed(session_factory(engine), embedder, progress=_progress_bar)
+    finally:
+        await engine.dispose()
+        if embedded is not None:
+            await asyncio.to_thread(embedded.stop)
+    print(f"\nre-embedded {count:,} rows with {embedder.name} ({embedder.dim} dimensions)")
+
+
+def _progress_bar(done: int, total: int) -> None:
+    width = 40
+    filled = width * done // total if total else width
+    percent = 100 * done // total if total else 100
+    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} ({percent}%)", end="")
+    sys.stdout.flush()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `companion` console script."""
     args = _parser().parse_args(argv)
@@ -89,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(_run(settings, args))
         elif args.command == "db":
             asyncio.run(_db_upgrade(settings))
+        elif args.command == "memory":
+            asyncio.run(_reembed(settings))
     except ConfigurationError as exc:
         print(f"companion: {exc}", file=sys.stderr)
         return 2

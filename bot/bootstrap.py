@@ -13,12 +13,18 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.background import BackgroundTasks
+from bot.commands.base import CommandDeps
 from bot.commands.router import Router
+from bot.commands.setup import install_commands
 from bot.config import Settings
 from bot.conversation import Conversation, ConversationConfig
 from bot.errors import ConfigurationError
 from bot.llm import LLM
+from bot.llm_tools import LLMToolCaller
+from bot.memory_gateway import MemoryServices, MemorySettings
+from bot.outbound import Outbound
 from bot.prompting import load_persona
+from memory.actions import SqlActionStore
 from memory.conversations import SqlConversationStore
 from memory.database import (
     EmbeddedPostgres,
@@ -28,7 +34,9 @@ from memory.database import (
     start_embedded,
     wait_until_reachable,
 )
-from memory.ports import Clock, SystemClock
+from memory.embeddings import build_embedder
+from memory.memories import SqlMemoryRepository
+from memory.ports import Clock, Embedder, SystemClock
 
 log = structlog.get_logger(__name__)
 
@@ -45,6 +53,9 @@ class Core:
     clock: Clock
     background: BackgroundTasks
     router: Router
+    memories: SqlMemoryRepository
+    memory: MemoryServices
+    outbound: Outbound
     embedded: EmbeddedPostgres | None = None
     closers: list[Any] = field(default_factory=list)
 
@@ -106,16 +117,61 @@ def conversation_config(settings: Settings) -> ConversationConfig:
     )
 
 
+def build_embedder_from(settings: Settings) -> Embedder:
+    """The configured embedder; `ConfigurationError` naming the setting when it can't be."""
+    key = settings.voyage_api_key.get_secret_value() if settings.voyage_api_key else None
+    try:
+        return build_embedder(
+            settings.embedding_provider, settings.embedding_dim, key, settings.voyage_model
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"COMPANION_EMBEDDING_PROVIDER / _DIM: {exc}") from exc
+
+
 async def build_core(
-    settings: Settings, *, llm: LLM | None = None, clock: Clock | None = None
+    settings: Settings,
+    *,
+    llm: LLM | None = None,
+    clock: Clock | None = None,
+    embedder: Embedder | None = None,
 ) -> Core:
     """Build the core. The language model is required (pass one in tests)."""
     model = llm if llm is not None else build_llm(settings)
+    embedder = embedder or build_embedder_from(settings)
     engine, embedded = await open_database(settings)
     sessions = session_factory(engine)
     clock = clock or SystemClock()
-    store = SqlConversationStore(sessions)
+    store = SqlConversationStore(sessions, embedder)
+    memories = SqlMemoryRepository(sessions, embedder, clock)
+    tool_caller = LLMToolCaller(model)
     background = BackgroundTasks()
+    outbound = Outbound(sessions)
+    commands = CommandDeps(
+        sessions=sessions,
+        store=store,
+        memories=memories,
+        actions=SqlActionStore(sessions),
+        clock=clock,
+        tool_caller=tool_caller,
+        pin_limit=settings.pin_limit,
+    )
+    memory = MemoryServices(
+        sessions=sessions,
+        store=store,
+        memories=memories,
+        embedder=embedder,
+        llm=model,
+        tool_caller=tool_caller,
+        clock=clock,
+        background=background,
+        commands=commands,
+        outbound=outbound,
+        settings=MemorySettings(
+            budget_tokens=settings.memory_budget_tokens,
+            extract_every_n=settings.extract_every_n_messages,
+            turn_budget_tokens=settings.context_tokens // 2,
+        ),
+    )
     conversation = Conversation(
         store=store,
         llm=model,
@@ -123,7 +179,10 @@ async def build_core(
         persona=load_persona(settings.persona_file),
         config=conversation_config(settings),
         background=background,
+        memory=memory,
     )
+    router = Router(conversation)
+    install_commands(router, commands)
     core = Core(
         settings=settings,
         engine=engine,
@@ -132,11 +191,15 @@ async def build_core(
         llm=model,
         clock=clock,
         background=background,
-        router=Router(conversation),
+        router=router,
+        memories=memories,
+        memory=memory,
+        outbound=outbound,
         embedded=embedded,
     )
-    closer = getattr(model, "aclose", None)
-    if closer is not None:
-        core.closers.append(closer)
+    for client in (model, embedder):
+        closer = getattr(client, "aclose", None)
+        if closer is not None:
+            core.closers.append(closer)
     log.info("core.ready", embedded_database=embedded is not None)
     return core

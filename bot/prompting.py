@@ -14,7 +14,7 @@ from bot.llm import Turn
 from bot.text import estimate_tokens
 from memory.records import StoredMessage
 
-HIDDEN_STATUSES = frozenset({"apology", "too_long"})
+HIDDEN_STATUSES = frozenset({"apology", "too_long", "forgotten"})
 
 
 def load_persona(path: Path | None = None) -> str:

@@ -121,6 +121,22 @@ class SqlConversationStore:
             await db.flush()
             return Inbound(to_person(user), to_session(session_row), to_message(message), closed_id)
 
+    async def ensure_person(
+        self,
+        *,
+        platform: str,
+        platform_user_id: str,
+        chat_id: str | None,
+        display_name: str | None,
+        private_chat: bool = True,
+    ) -> Person:
+        """The person behind a platform account, created on first contact."""
+        async with self._sessions.begin() as db:
+            user = await self._resolve(
+                db, platform, platform_user_id, chat_id if private_chat else None, display_name
+            )
+            return to_person(user)
+
     async def _resolve(
         self,
         db: AsyncSession,
@@ -258,6 +274,46 @@ class SqlConversationStore:
                 .values(status="answered")
             )
 
+    async def close_idle_sessions(
+        self, *, now: datetime, idle_gap: timedelta, limit: int = 500
+    ) -> int:
+        """Close everyone's sessions idle for longer than the gap (set-based); they are then
+        due for extraction. Returns how many were closed."""
+        idle = (
+            select(SessionRow.id)
+            .where(SessionRow.closed_at.is_(None), SessionRow.last_message_at < now - idle_gap)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .scalar_subquery()
+        )
+        async with self._sessions.begin() as db:
+            result = await db.execute(
+                update(SessionRow)
+                .where(SessionRow.id.in_(idle))
+                .values(closed_at=SessionRow.last_message_at, extraction_due=True)
+            )
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    async def pending_extraction(self, *, user_id: int, session_id: int) -> int:
+        """How many of the person's messages in the session are past its watermark."""
+        watermark = (
+            select(func.coalesce(SessionRow.extracted_through, 0))
+            .where(SessionRow.id == session_id, SessionRow.user_id == user_id)
+            .scalar_subquery()
+        )
+        async with self._sessions() as db:
+            count = await db.scalar(
+                select(func.count())
+                .select_from(Message)
+                .where(
+                    Message.user_id == user_id,
+                    Message.session_id == session_id,
+                    Message.role == "user",
+                    Message.id > watermark,
+                )
+            )
+        return int(count or 0)
+
     async def mark_message(self, *, user_id: int, message_id: int, status: str) -> None:
         """Set a message's status (e.g. 'answered', 'unanswered')."""
         async with self._sessions.begin() as db:
@@ -345,6 +401,28 @@ class SqlConversationStore:
                 .values(content=text, edited_at=now, embedding=embedding)
             )
             return bool(getattr(result, "rowcount", 0))
+
+    async def update_person(self, user_id: int, **values: Any) -> Person:
+        """Change a person's settings (timezone, check-in time, quiet hours, pause, ...)."""
+        allowed = {
+            "timezone",
+            "checkin_time",
+            "quiet_start",
+            "quiet_end",
+            "paused",
+            "memory_notices",
+            "next_checkin_at",
+            "display_name",
+        }
+        unknown = set(values) - allowed
+        if unknown:
+            raise ValueError(f"not a person setting: {sorted(unknown)}")
+        async with self._sessions.begin() as db:
+            row = await db.get_one(User, user_id, with_for_update=True)
+            for name, value in values.items():
+                setattr(row, name, value)
+            await db.flush()
+            return to_person(row)
 
     async def set_reachable(self, *, platform: str, platform_user_id: str, reachable: bool) -> bool:
         """Mark an identity (un)reachable, e.g. when the person blocks or unblocks the bot."""

@@ -10,7 +10,7 @@ filters by it.
 
 from __future__ import annotations
 
-from datetime import datetime, time
+from datetime import date, datetime, time
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
@@ -19,6 +19,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Computed,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -221,4 +222,81 @@ class MemoryEvent(Base):
     action: Mapped[str] = mapped_column(String(24))
     actor: Mapped[str] = mapped_column(String(16))
     details: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class ButtonAction(Base):
+    """The meaning behind a button's opaque token, for one person, until it expires."""
+
+    __tablename__ = "button_actions"
+
+    token: Mapped[str] = mapped_column(String(24), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    verb: Mapped[str] = mapped_column(String(32))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'"))
+    single_use: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class Outreach(Base):
+    """The delivery outbox: one row per intended proactive message, keyed for idempotency.
+
+    Written before anything is sent; `sending` is committed before delivery, so a crash
+    in between leaves a row that recovery marks `unknown` instead of sending again.
+    """
+
+    __tablename__ = "outreach"
+    __table_args__ = (
+        CheckConstraint("kind IN ('checkin', 'followup')", name="outreach_kind"),
+        CheckConstraint(
+            "status IN ('pending', 'sending', 'sent', 'skipped', 'failed', 'unknown')",
+            name="outreach_status",
+        ),
+        Index("ix_outreach_user", "user_id", "id"),
+        Index(
+            "ix_outreach_in_flight",
+            "lease_until",
+            postgresql_where=text("status IN ('pending', 'sending') AND merged_into IS NULL"),
+        ),
+        Index(
+            "ix_outreach_merged", "merged_into", postgresql_where=text("merged_into IS NOT NULL")
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))
+    idempotency_key: Mapped[str] = mapped_column(String(200), unique=True)
+    memory_id: Mapped[int | None] = mapped_column(ForeignKey("memories.id", ondelete="SET NULL"))
+    merged_into: Mapped[int | None] = mapped_column(ForeignKey("outreach.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(16), server_default="pending")
+    reason: Mapped[str | None] = mapped_column(String(32))
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    text: Mapped[str | None] = mapped_column(Text)
+    platform: Mapped[str | None] = mapped_column(String(32))
+    platform_message_id: Mapped[str | None] = mapped_column(String(128))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class DiaryEntry(Base):
+    """The companion's diary about one person's day, and its notes to self for the next."""
+
+    __tablename__ = "diary_entries"
+    __table_args__ = (
+        UniqueConstraint("user_id", "local_date", name="uq_diary_entries_user_date"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    local_date: Mapped[date] = mapped_column(Date)
+    lines: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
+    notes_to_self: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
+    source_message_ids: Mapped[list[int]] = mapped_column(
+        ARRAY(BigInteger), server_default=text("'{}'")
+    )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())

@@ -16,17 +16,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from bot.bootstrap import Core, build_core
+from bot.config import Settings
 from memory.database import create_engine, migrate, session_factory, start_embedded
-
-TABLES_IN_DELETE_ORDER = (
-    "memory_events",
-    "memories",
-    "threads",
-    "messages",
-    "sessions",
-    "identities",
-    "users",
-)
+from tests.fakes.chat_llm import ScriptedLLM
 
 
 @dataclass
@@ -84,3 +77,24 @@ async def _existing_tables(conn: object) -> list[str]:
 def clock() -> FakeClock:
     """A clock at a fixed Monday morning, UTC."""
     return FakeClock()
+
+
+@pytest.fixture
+def scripted_llm() -> ScriptedLLM:
+    """The model the core talks to."""
+    return ScriptedLLM()
+
+
+@pytest.fixture
+async def core(
+    database_url: str,
+    db: async_sessionmaker[AsyncSession],
+    scripted_llm: ScriptedLLM,
+    clock: FakeClock,
+    tmp_path: Path,
+) -> AsyncIterator[Core]:
+    """A whole core (router, commands, memory) over empty tables, on the fake clock."""
+    settings = Settings(database_url=database_url, data_dir=tmp_path, burst_window_seconds=0.05)
+    built = await build_core(settings, llm=scripted_llm, clock=clock)
+    yield built
+    await built.aclose()

@@ -1,69 +1,103 @@
 """`companion chat`: talk to the companion in the terminal, through the same core and
-database as every other platform. Buttons are shown as numbered choices."""
+database as every other platform. Buttons are shown as numbered choices (type the
+number to press one); files are saved next to you; notices are printed when they come."""
 
 from __future__ import annotations
 
 import asyncio
 import getpass
+from pathlib import Path
 from typing import TextIO
 
 from bot.bootstrap import Core
-from bot.domain import Button, IncomingMessage, Reply
+from bot.domain import Button, ButtonPress, IncomingMessage, Recipient, Reply
 
 PLATFORM = "console"
 BANNER = (
-    "Companion — type a message and press Enter. /help lists the commands; "
-    "Ctrl-D (or /quit) leaves."
+    "Companion — type a message and press Enter. /help lists the commands; type a "
+    "number to press a button; Ctrl-D (or /quit) leaves."
 )
 
 
-def render(reply: Reply) -> tuple[str, list[Button]]:
+def render(reply: Reply, start: int = 1) -> tuple[str, list[Button]]:
     """The text to print for a reply, and its buttons in the order they are numbered."""
     buttons = [button for row in reply.buttons for button in row]
-    lines = [reply.text]
-    lines += [f"  [{number}] {button.label}" for number, button in enumerate(buttons, 1)]
-    if reply.document is not None:
-        lines.append(f"  (file: {reply.document.filename}, {len(reply.document.content):,} bytes)")
+    lines = [reply.text] if reply.text else []
+    lines += [f"  [{number}] {button.label}" for number, button in enumerate(buttons, start)]
     return "\n".join(lines), buttons
 
 
 class ConsoleChat:
-    """One terminal conversation for the local user."""
+    """One terminal conversation for the local user; also its delivery port."""
 
-    def __init__(self, core: Core, *, stdin: TextIO, stdout: TextIO, user: str | None = None):
+    platform = PLATFORM
+
+    def __init__(
+        self,
+        core: Core,
+        *,
+        stdin: TextIO,
+        stdout: TextIO,
+        user: str | None = None,
+        downloads: Path | None = None,
+    ) -> None:
         self._core = core
         self._stdin = stdin
         self._stdout = stdout
         self._user = user or getpass.getuser()
+        self._downloads = downloads or Path.cwd()
         self._buttons: list[Button] = []
-        self._write_lock = asyncio.Lock()
+        self._lock = asyncio.Lock()
 
-    async def say(self, text: str) -> None:
-        """Print a line from the companion (replies and, later, proactive messages)."""
-        async with self._write_lock:
-            self._stdout.write(f"companion> {text}\n")
-            self._stdout.flush()
+    async def send(self, recipient: Recipient, reply: Reply) -> str:
+        """Print a message the companion sends on its own (notices, check-ins)."""
+        await self._show(reply)
+        return "console"
 
     async def run(self) -> None:
         """Read lines until end of input, answering each."""
-        self._stdout.write(BANNER + "\n")
-        self._stdout.flush()
-        while True:
-            line = await asyncio.to_thread(self._stdin.readline)
-            if not line or line.strip() in {"/quit", "/exit"}:
-                return
-            await self._answer(line.rstrip("\n"))
+        self._core.outbound.register(self)
+        self._write(BANNER)
+        try:
+            while True:
+                line = await asyncio.to_thread(self._stdin.readline)
+                if not line or line.strip() in {"/quit", "/exit"}:
+                    return
+                await self._answer(line.rstrip("\n"))
+        finally:
+            self._core.outbound.unregister(PLATFORM)
 
     async def _answer(self, line: str) -> None:
-        incoming = IncomingMessage(
-            platform=PLATFORM,
-            platform_user_id=self._user,
-            chat_id=PLATFORM,
-            display_name=self._user,
-            text=line,
-        )
-        reply = await self._core.router.handle(incoming)
-        if reply.silent:
-            return
-        text, self._buttons = render(reply)
-        await self.say(text)
+        choice = line.strip()
+        if choice.isdigit() and 1 <= int(choice) <= len(self._buttons):
+            action = self._buttons[int(choice) - 1].action
+            reply = await self._core.router.press(
+                ButtonPress(PLATFORM, self._user, action, chat_id=PLATFORM)
+            )
+        else:
+            reply = await self._core.router.handle(
+                IncomingMessage(
+                    platform=PLATFORM,
+                    platform_user_id=self._user,
+                    chat_id=PLATFORM,
+                    display_name=self._user,
+                    text=line,
+                )
+            )
+        if not reply.silent:
+            await self._show(reply)
+
+    async def _show(self, reply: Reply) -> None:
+        async with self._lock:
+            text, buttons = render(reply)
+            if buttons:
+                self._buttons = buttons
+            if reply.document is not None:
+                path = self._downloads / reply.document.filename
+                await asyncio.to_thread(path.write_bytes, reply.document.content)
+                text += f"\n  (saved {path})"
+            self._write(f"companion> {text}")
+
+    def _write(self, text: str) -> None:
+        self._stdout.write(text + "\n")
+        self._stdout.flush()

@@ -10,16 +10,6 @@ from bot.conversation import Conversation, handle_message, record_message
 from bot.domain import ButtonPress, IncomingMessage, Reply
 from bot.text import clean_text
 
-HELP_TEXT = (
-    "I'm your companion: talk to me about anything, and I'll remember what matters to "
-    "you.\n\n"
-    "/help — this message"
-)
-START_TEXT = (
-    "Hi! I'm Companion — someone to talk to who remembers what matters to you. Tell me "
-    "about your day whenever you like.\n\n" + HELP_TEXT
-)
-
 Handler = Callable[[IncomingMessage, str], Awaitable[Reply]]
 PressHandler = Callable[[ButtonPress, str], Awaitable[Reply]]
 STALE_BUTTON = "That button has expired or isn't valid any more. Send /help to start again."
@@ -49,10 +39,7 @@ class Router:
 
     def __init__(self, conversation: Conversation) -> None:
         self._conversation = conversation
-        self._handlers: dict[str, Handler] = {
-            "start": self._static(START_TEXT),
-            "help": self._static(HELP_TEXT),
-        }
+        self._handlers: dict[str, Handler] = {}
         self._press_handlers: dict[str, PressHandler] = {}
 
     def register(self, name: str, handler: Handler) -> None:
@@ -91,10 +78,3 @@ class Router:
         if handler is None or len(press.action) > 64:
             return Reply(STALE_BUTTON)
         return await handler(press, rest)
-
-    @staticmethod
-    def _static(text: str) -> Handler:
-        async def reply(_incoming: IncomingMessage, _args: str) -> Reply:
-            return Reply(text)
-
-        return reply

@@ -9,6 +9,7 @@ from bot.errors import LLMUnavailable
 from bot.llm import Completion, LLMRequest, ToolCall, Usage
 
 Responder = Callable[[LLMRequest], Completion]
+ToolResponder = Callable[[LLMRequest], dict[str, object]]
 
 
 def text(reply: str) -> Completion:
@@ -35,11 +36,16 @@ class ScriptedLLM:
     default: Responder = field(default=lambda request: text("Tell me more."))
     requests: list[LLMRequest] = field(default_factory=list)
     down: bool = False
+    tools: dict[str, ToolResponder | list[dict[str, object]]] = field(default_factory=dict)
+    """Answers to forced tool calls by tool name: a function of the request, or a queue.
+    With none, `record_memories` finds nothing and other tools are unavailable."""
 
     async def complete(self, request: LLMRequest) -> Completion:
         self.requests.append(request)
         if self.down:
             raise LLMUnavailable("scripted outage")
+        if request.force_tool is not None:
+            return self._forced(request, request.force_tool)
         if self.script:
             step = self.script.pop(0)
             if isinstance(step, Exception):
@@ -47,8 +53,28 @@ class ScriptedLLM:
             return step
         return self.default(request)
 
+    def _forced(self, request: LLMRequest, name: str) -> Completion:
+        answer = self.tools.get(name)
+        if isinstance(answer, list):
+            if not answer:
+                raise LLMUnavailable(f"no scripted answer left for {name}")
+            step = answer.pop(0)
+            if isinstance(step, Exception):
+                raise step
+            return tool_call(name, step)
+        if answer is not None:
+            return tool_call(name, answer(request))
+        if name == "record_memories":
+            return tool_call(name, {"memories": []})
+        raise LLMUnavailable(f"no scripted answer for {name}")
+
+    @property
+    def chat_requests(self) -> list[LLMRequest]:
+        """The conversation requests (not extraction or classification)."""
+        return [r for r in self.requests if r.role == "chat"]
+
     def last_prompt_text(self) -> str:
         """Everything the model saw in the last request, as one string."""
-        request = self.requests[-1]
+        request = self.chat_requests[-1]
         turns = "\n".join(f"{turn.role}: {turn.content}" for turn in request.turns)
         return f"{request.stable_system}\n{request.dynamic_system}\n{turns}"

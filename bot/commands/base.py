@@ -1,0 +1,91 @@
+"""What every command handler has at hand: the person who asked, the stores, buttons."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.domain import Button, ButtonPress, IncomingMessage
+from memory.actions import Action, SqlActionStore
+from memory.conversations import SqlConversationStore
+from memory.memories import SqlMemoryRepository
+from memory.ports import Clock, ToolCaller
+from memory.records import Person
+
+ACTION_PREFIX = "a"
+MAX_ARGUMENT = 500
+
+
+@dataclass(frozen=True, slots=True)
+class CommandDeps:
+    """The collaborators of the commands."""
+
+    sessions: async_sessionmaker[AsyncSession]
+    store: SqlConversationStore
+    memories: SqlMemoryRepository
+    actions: SqlActionStore
+    clock: Clock
+    tool_caller: ToolCaller | None
+    pin_limit: int = 20
+    page_size: int = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonSpec:
+    """A button before it has a token: its label and what it does."""
+
+    label: str
+    verb: str
+    payload: dict[str, Any]
+
+
+async def person_of(deps: CommandDeps, source: IncomingMessage | ButtonPress) -> Person:
+    """The person who sent a command or pressed a button (created on first contact)."""
+    return await deps.store.ensure_person(
+        platform=source.platform,
+        platform_user_id=source.platform_user_id,
+        chat_id=source.chat_id,
+        display_name=source.display_name,
+        private_chat=source.is_private,
+    )
+
+
+async def make_buttons(
+    deps: CommandDeps,
+    person: Person,
+    rows: Sequence[Sequence[ButtonSpec]],
+    *,
+    ttl: timedelta = timedelta(days=7),
+    single_use: bool = False,
+) -> tuple[tuple[Button, ...], ...]:
+    """Buttons whose actions are opaque tokens resolved later for this person only."""
+    flat = [spec for row in rows for spec in row]
+    if not flat:
+        return ()
+    tokens = await deps.actions.issue_many(
+        person.id,
+        [Action(spec.verb, spec.payload) for spec in flat],
+        now=deps.clock.now(),
+        ttl=ttl,
+        single_use=single_use,
+    )
+    issued = iter(zip(flat, tokens, strict=True))
+    return tuple(
+        tuple(
+            Button(spec.label, f"{ACTION_PREFIX}:{token}")
+            for spec, token in (next(issued) for _ in row)
+        )
+        for row in rows
+        if row
+    )
+
+
+def parse_label(text: str) -> int | None:
+    """'m12' or 'M12' or '12' → 12; anything else → None."""
+    raw = text.strip().lower().removeprefix("#")
+    raw = raw[1:] if raw.startswith("m") else raw
+    return int(raw) if raw.isdigit() and len(raw) < 9 else None

@@ -1,0 +1,100 @@
+"""Registers every command and every button verb with the router."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot.commands import account, editing, memory_view, preferences
+from bot.commands.base import ACTION_PREFIX, CommandDeps, person_of
+from bot.commands.router import STALE_BUTTON, Router
+from bot.domain import ButtonPress, IncomingMessage, Reply
+from memory.records import Person
+
+Command = Callable[[CommandDeps, Person, str], Awaitable[Reply]]
+Verb = Callable[[CommandDeps, Person, dict[str, Any]], Awaitable[Reply]]
+
+
+async def _forget_or_all(deps: CommandDeps, person: Person, args: str) -> Reply:
+    if args.strip().lower() == "all":
+        return await account.confirm_erase(deps, person)
+    return await editing.target_command(deps, person, args, "forget")
+
+
+COMMANDS: dict[str, Command] = {
+    "start": lambda d, p, a: _static(account.START),
+    "help": lambda d, p, a: _static(account.HELP),
+    "memory": memory_view.memory_command,
+    "forget": _forget_or_all,
+    "pin": lambda d, p, a: editing.target_command(d, p, a, "pin"),
+    "unpin": lambda d, p, a: editing.target_command(d, p, a, "unpin"),
+    "remember": editing.remember,
+    "export": lambda d, p, a: account.export(d, p),
+    "diary": account.diary,
+    "settings": lambda d, p, a: preferences.settings_view(d, p),
+    "timezone": preferences.timezone_command,
+    "checkin": preferences.checkin_command,
+    "quiet": preferences.quiet_command,
+    "pause": lambda d, p, a: preferences.pause_command(d, p, True),
+    "resume": lambda d, p, a: preferences.pause_command(d, p, False),
+}
+
+
+async def _static(text: str) -> Reply:
+    return Reply(text)
+
+
+async def _on_item(deps: CommandDeps, person: Person, payload: dict[str, Any], verb: str) -> Reply:
+    item = await deps.memories.get(person.id, int(payload.get("m", 0)))
+    if item is None or not item.live:
+        return editing.not_found(f"m{payload.get('m', '?')}")
+    action = {"forget": editing.forget, "pin": editing.pin, "unpin": editing.unpin}[verb]
+    return await action(deps, person, item)
+
+
+VERBS: dict[str, Verb] = {
+    "memory_page": lambda d, p, x: memory_view.memory_page(
+        d, p, page=int(x.get("page", 1)), tier=x.get("tier")
+    ),
+    "forget": lambda d, p, x: _on_item(d, p, x, "forget"),
+    "pin": lambda d, p, x: _on_item(d, p, x, "pin"),
+    "unpin": lambda d, p, x: _on_item(d, p, x, "unpin"),
+    "restore": lambda d, p, x: editing.restore(d, p, int(x["m"])),
+    "undo": lambda d, p, x: editing.undo(d, p, int(x["event"]), int(x["m"])),
+    "erase": lambda d, p, x: account.erase(d, p),
+    "cancel": lambda d, p, x: _static("Cancelled — nothing was erased."),
+    "checkin_menu": lambda d, p, x: preferences.choice_menu(d, p, "checkin"),
+    "quiet_menu": lambda d, p, x: preferences.choice_menu(d, p, "quiet"),
+    "checkin": lambda d, p, x: preferences.checkin_command(d, p, str(x.get("value", ""))),
+    "quiet": lambda d, p, x: preferences.quiet_command(d, p, str(x.get("value", ""))),
+    "set": preferences.set_flags,
+}
+
+
+def install_commands(router: Router, deps: CommandDeps) -> None:
+    """Make the router answer every command and button of the core."""
+    for name, command in COMMANDS.items():
+        router.register(name, _command_handler(deps, command))
+    router.register_press(ACTION_PREFIX, _press_handler(deps))
+
+
+def _command_handler(
+    deps: CommandDeps, command: Command
+) -> Callable[[IncomingMessage, str], Awaitable[Reply]]:
+    async def handle(incoming: IncomingMessage, args: str) -> Reply:
+        person = await person_of(deps, incoming)
+        return await command(deps, person, args)
+
+    return handle
+
+
+def _press_handler(deps: CommandDeps) -> Callable[[ButtonPress, str], Awaitable[Reply]]:
+    async def press(button: ButtonPress, token: str) -> Reply:
+        person = await person_of(deps, button)
+        action = await deps.actions.resolve(person.id, token, now=deps.clock.now())
+        verb = VERBS.get(action.verb) if action is not None else None
+        if action is None or verb is None:
+            return Reply(STALE_BUTTON)
+        return await verb(deps, person, action.payload)
+
+    return press

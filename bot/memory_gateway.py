@@ -1,0 +1,207 @@
+"""The conversation's view of the memory tiers: context for a turn, the `remember` tool,
+and the background work after a turn (extraction, summaries, memory notices)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.background import BackgroundTasks
+from bot.commands.base import ButtonSpec, CommandDeps, make_buttons
+from bot.domain import Reply
+from bot.errors import DeliveryFailed
+from bot.llm import LLM, ToolCall, ToolSpec
+from bot.outbound import Outbound
+from bot.working_memory import summarise_session
+from memory.context import assemble_context
+from memory.conversations import SqlConversationStore
+from memory.extraction import due_sessions, extract_session, remember_explicit
+from memory.items import ExtractionOutcome
+from memory.memories import SqlMemoryRepository
+from memory.ports import Clock, Embedder, ToolCaller
+from memory.records import ConversationSession, Inbound, Person
+from memory.retrieval import mark_recalled
+
+log = structlog.get_logger(__name__)
+
+REMEMBER_TOOL = ToolSpec(
+    name="remember",
+    description=(
+        "Save something the person explicitly asked you to remember (e.g. 'remember that "
+        "my sister's birthday is 4 May'). Only for explicit requests about their own life."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "text": {
+                "type": "string",
+                "description": "What to remember, in third person, e.g. 'Their sister's "
+                "birthday is 4 May'.",
+                "maxLength": 500,
+            }
+        },
+        "required": ["text"],
+    },
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySettings:
+    """Knobs of the memory tiers."""
+
+    budget_tokens: int = 1500
+    extract_every_n: int = 8
+    turn_budget_tokens: int = 8000
+
+
+class MemoryServices:
+    """Implements the conversation's `MemoryGateway` on the memory layer."""
+
+    def __init__(
+        self,
+        *,
+        sessions: async_sessionmaker[AsyncSession],
+        store: SqlConversationStore,
+        memories: SqlMemoryRepository,
+        embedder: Embedder,
+        llm: LLM,
+        tool_caller: ToolCaller,
+        clock: Clock,
+        background: BackgroundTasks,
+        commands: CommandDeps,
+        outbound: Outbound,
+        settings: MemorySettings,
+    ) -> None:
+        self._sessions = sessions
+        self._store = store
+        self._memories = memories
+        self._embedder = embedder
+        self._llm = llm
+        self._tool_caller = tool_caller
+        self._clock = clock
+        self._background = background
+        self._commands = commands
+        self._outbound = outbound
+        self._settings = settings
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """Tools the model may call during a conversation."""
+        return (REMEMBER_TOOL,)
+
+    async def context_for(self, person: Person, session: ConversationSession, query: str) -> str:
+        """The memory block for this turn."""
+        now = self._clock.now()
+        last = "" if session.summary else await self._last_summary(person.id, session.id)
+        assembled = await assemble_context(
+            self._sessions,
+            self._embedder,
+            user_id=person.id,
+            query=query,
+            now=now,
+            timezone=person.timezone,
+            budget_tokens=self._settings.budget_tokens,
+            last_summary=last,
+            session_id=session.id,
+        )
+        if assembled.recalled_ids:
+            await mark_recalled(
+                self._sessions, user_id=person.id, memory_ids=assembled.recalled_ids, now=now
+            )
+        return assembled.text
+
+    async def _last_summary(self, user_id: int, session_id: int) -> str:
+        last = await self._store.last_closed_session(user_id=user_id)
+        return last.summary if last is not None and last.id != session_id else ""
+
+    async def run_tool(self, person: Person, message_id: int, call: ToolCall) -> str:
+        """Carry out the model's `remember` call."""
+        text = str(call.input.get("text", "")).strip()[:500]
+        if call.name != REMEMBER_TOOL.name or not text:
+            return "Nothing was saved: unknown tool or empty text."
+        item = await remember_explicit(
+            user_id=person.id,
+            text=text,
+            memories=self._memories,
+            llm=self._tool_caller,
+            clock=self._clock,
+            timezone=person.timezone,
+        )
+        log.info("memory.saved_by_tool", memory_id=item.id)
+        return f"Saved as {item.label}. The person can see it with /memory."
+
+    def after_turn(self, person: Person, inbound: Inbound) -> None:
+        """Extract closed or long-running sessions and fold long ones, in the background."""
+        if inbound.closed_session_id is not None:
+            self.schedule_extraction(person, inbound.closed_session_id)
+        self._background.spawn(
+            self._maybe_extract(person, inbound.session.id), key=f"check:{inbound.session.id}"
+        )
+        self._background.spawn(
+            summarise_session(
+                store=self._store,
+                llm=self._llm,
+                user_id=person.id,
+                session_id=inbound.session.id,
+                budget_tokens=self._settings.turn_budget_tokens,
+            ),
+            key=f"summary:{inbound.session.id}",
+        )
+
+    async def _maybe_extract(self, person: Person, session_id: int) -> None:
+        pending = await self._store.pending_extraction(user_id=person.id, session_id=session_id)
+        if pending >= self._settings.extract_every_n:
+            await self.extract(person, session_id)
+
+    def schedule_extraction(self, person: Person, session_id: int) -> None:
+        """Extract a session in the background (once at a time per session)."""
+        self._background.spawn(self.extract(person, session_id), key=f"extract:{session_id}")
+
+    async def extract(self, person: Person, session_id: int) -> ExtractionOutcome:
+        """Run extraction for one session and tell the person what was noted."""
+        outcome = await extract_session(
+            user_id=person.id,
+            session_id=session_id,
+            sessions=self._sessions,
+            memories=self._memories,
+            llm=self._tool_caller,
+            embedder=self._embedder,
+            clock=self._clock,
+            timezone=person.timezone,
+        )
+        if outcome.items and person.memory_notices:
+            await self._notify(person, outcome)
+        return outcome
+
+    async def sweep(self, *, idle_gap: timedelta, limit: int = 50) -> int:
+        """Close idle sessions and extract every session that is due; returns how many ran.
+
+        Sessions whose extraction keeps failing are retried here, up to a limit of attempts
+        (the nightly patrol retries the rest).
+        """
+        await self._store.close_idle_sessions(now=self._clock.now(), idle_gap=idle_gap)
+        due = await due_sessions(
+            self._sessions, every_n=self._settings.extract_every_n, limit=limit
+        )
+        people = {p.id: p for p in await self._store.persons_by_ids([u for u, _ in due])}
+        for user_id, session_id in due:
+            if user_id in people:
+                await self.extract(people[user_id], session_id)
+        return len(due)
+
+    async def _notify(self, person: Person, outcome: ExtractionOutcome) -> None:
+        """One short notice per extraction pass, with an Undo button per item."""
+        items = outcome.items[:8]
+        lines = "\n".join(f"• {item.content} ({item.label})" for item in items)
+        specs = [ButtonSpec(f"↩ Undo {i.label}", "forget", {"m": i.short_id}) for i in items]
+        buttons = await make_buttons(
+            self._commands, person, [specs[i : i + 4] for i in range(0, len(specs), 4)]
+        )
+        text = f"I noted:\n{lines}\n\n/memory shows everything; /settings turns these notes off."
+        try:
+            await self._outbound.send(person.id, Reply(text, buttons, private=True))
+        except DeliveryFailed as exc:
+            log.info("memory.notice_not_delivered", reason=exc.reason)

@@ -1,0 +1,100 @@
+"""Pure time arithmetic for people's schedules: parsing times and zones, the next
+check-in in a person's own timezone (DST-correct), quiet hours across midnight."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, time, timedelta
+from functools import lru_cache
+from zoneinfo import ZoneInfo, available_timezones
+
+_HHMM = re.compile(r"^(\d{1,2})(?::(\d{2}))?\s*(am|pm)?$")
+
+
+def parse_time(text: str) -> time | None:
+    """'9:30', '09:30', '21:00', '9am', '9:30 pm' → time; anything else → None."""
+    match = _HHMM.match(text.strip().lower())
+    if match is None:
+        return None
+    hour, minute, meridiem = int(match[1]), int(match[2] or 0), match[3]
+    if meridiem is not None:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if meridiem == "pm" else 0)
+    elif match[2] is None:
+        return None
+    if hour > 23 or minute > 59:
+        return None
+    return time(hour, minute)
+
+
+def parse_range(text: str) -> tuple[time, time] | None:
+    """'22:00-08:00' → (22:00, 08:00); None when malformed or empty."""
+    start, sep, end = text.replace("–", "-").partition("-")
+    if not sep:
+        return None
+    first, second = parse_time(start), parse_time(end)
+    if first is None or second is None or first == second:
+        return None
+    return first, second
+
+
+@lru_cache(maxsize=1)
+def _zones() -> dict[str, str]:
+    by_name: dict[str, str] = {}
+    for zone in sorted(available_timezones()):
+        if zone.startswith(("Etc/", "SystemV/")) or ("/" not in zone and zone != "UTC"):
+            continue
+        by_name.setdefault(zone.lower(), zone)
+        city = zone.rsplit("/", 1)[-1].replace("_", " ").lower()
+        by_name.setdefault(city, zone)
+    return by_name
+
+
+def resolve_timezone(text: str) -> str | None:
+    """An IANA name or a city ('Copenhagen', 'new york') → 'Europe/Copenhagen'; or None."""
+    key = " ".join(text.strip().replace("_", " ").split()).lower()
+    if not key or len(key) > 64:
+        return None
+    return _zones().get(key) or _zones().get(key.replace(" ", "_"))
+
+
+def zone(name: str) -> ZoneInfo:
+    """The zone, or UTC when the name is unknown."""
+    try:
+        return ZoneInfo(name)
+    except (KeyError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def at_local(day: datetime, at: time, tz: ZoneInfo) -> datetime:
+    """The UTC instant of local time `at` on `day`'s local date.
+
+    A time skipped by a DST jump (02:30 on a spring-forward night) falls after the jump
+    (03:30); a repeated one (fall back) is its first occurrence.
+    """
+    local_date = day.astimezone(tz).date()
+    naive = datetime.combine(local_date, at)
+    return naive.replace(tzinfo=tz, fold=0).astimezone(UTC)
+
+
+def next_checkin(now: datetime, tz_name: str, at: time | None) -> datetime | None:
+    """The next UTC instant after `now` when it is `at` in the person's timezone."""
+    if at is None:
+        return None
+    tz = zone(tz_name)
+    for days in range(3):
+        candidate = at_local(now + timedelta(days=days), at, tz)
+        if candidate > now:
+            return candidate
+    raise AssertionError("unreachable: a local time recurs within three days")
+
+
+def in_quiet_hours(now: datetime, tz_name: str, start: time | None, end: time | None) -> bool:
+    """Whether `now` falls in the person's quiet hours (which may span midnight)."""
+    if start is None or end is None or start == end:
+        return False
+    local = now.astimezone(zone(tz_name)).time()
+    if start < end:
+        return start <= local < end
+    return local >= start or local < end
