@@ -1,0 +1,258 @@
+"""The Telegram adapter: python-telegram-bot's `Application`, driven by its manual
+lifecycle inside our event loop, receiving updates by long polling or a webhook.
+
+Restart safety: Telegram drops an update only when a later getUpdates confirms it. On
+stop, the updater confirms what it fetched, the application finishes every fetched
+update, and waiting bursts are answered, so nothing is lost or handled twice; after a
+crash, unconfirmed updates come again and the core ignores the ones it already stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import structlog
+from telegram import BotCommand, Update
+from telegram.error import InvalidToken, TelegramError
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    CallbackQueryHandler,
+    ChatMemberHandler,
+    ExtBot,
+    MessageHandler,
+    filters,
+)
+
+from adapters.ratelimit import RateLimiter
+from adapters.telegram_bot.delivery import TelegramDelivery
+from adapters.telegram_bot.flood import FloodControl
+from adapters.telegram_bot.handlers import TelegramHandlers
+from adapters.telegram_bot.inbound import BotIdentity
+from adapters.telegram_bot.outbound import TelegramSender
+from adapters.telegram_bot.processing import PerPersonUpdateProcessor
+from bot.bootstrap import Core
+from bot.commands.catalog import COMMANDS
+from bot.config import Settings
+from bot.errors import ConfigurationError
+
+log = structlog.get_logger(__name__)
+
+TelegramApplication = Application[Any, Any, Any, Any, Any, Any]
+ALLOWED_UPDATES = (
+    Update.MESSAGE,
+    Update.EDITED_MESSAGE,
+    Update.CALLBACK_QUERY,
+    Update.MY_CHAT_MEMBER,
+)
+POLL_TIMEOUT_SECONDS = 30
+_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
+
+
+def _opt_into_timedelta_periods() -> None:
+    # PTB 22 warns on every int time period it reads (RetryAfter.retry_after among them)
+    # unless this documented opt-in is set; with it, they are timedeltas.
+    os.environ.setdefault("PTB_TIMEDELTA", "true")
+
+
+def _token(settings: Settings) -> str:
+    if settings.telegram_bot_token is None or not settings.telegram_bot_token.get_secret_value():
+        raise ConfigurationError("TELEGRAM_BOT_TOKEN is not set (get one from @BotFather)")
+    return settings.telegram_bot_token.get_secret_value()
+
+
+def build_application(settings: Settings) -> TelegramApplication:
+    """The `Application`: our Bot API root, flood control, per-person update order."""
+    _opt_into_timedelta_periods()
+    root = settings.telegram_api_base_url.rstrip("/")
+    return (
+        ApplicationBuilder()
+        .token(_token(settings))
+        .base_url(f"{root}/bot")
+        .base_file_url(f"{root}/file/bot")
+        .rate_limiter(FloodControl())
+        .concurrent_updates(PerPersonUpdateProcessor())
+        .job_queue(None)
+        .build()
+    )
+
+
+def build_bot(settings: Settings) -> ExtBot[int]:
+    """A bare bot for processes that only send (e.g. the scheduler alone)."""
+    _opt_into_timedelta_periods()
+    root = settings.telegram_api_base_url.rstrip("/")
+    return ExtBot(
+        _token(settings),
+        base_url=f"{root}/bot",
+        base_file_url=f"{root}/file/bot",
+        rate_limiter=FloodControl(),
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_telegram_delivery(
+    core: Core, settings: Settings | None = None
+) -> AsyncIterator[TelegramDelivery]:
+    """A `TelegramDelivery` on its own bot, for a process that runs no adapter."""
+    settings = settings or core.settings
+    bot = build_bot(settings)
+    try:
+        await bot.initialize()
+    except TelegramError as exc:
+        await bot.shutdown()
+        raise _startup_error(exc, settings) from None
+    try:
+        yield TelegramDelivery(bot, core.store)
+    finally:
+        await bot.shutdown()
+
+
+class TelegramAdapter:
+    """Runs the bot: every update through the core; `stop` loses nothing in flight."""
+
+    def __init__(
+        self,
+        core: Core,
+        settings: Settings | None = None,
+        *,
+        rate_limiter: RateLimiter | None = None,
+        typing_interval: float = 4.0,
+    ) -> None:
+        self._core = core
+        self._settings = settings or core.settings
+        self._application = build_application(self._settings)
+        self._limiter = rate_limiter or RateLimiter(per_minute=self._settings.rate_limit_per_minute)
+        self._typing_interval = typing_interval
+        self._handlers: TelegramHandlers | None = None
+        self.delivery = TelegramDelivery(self._application.bot, core.store)
+
+    @property
+    def application(self) -> TelegramApplication:
+        """The python-telegram-bot application (for wiring and tests)."""
+        return self._application
+
+    async def start(self) -> None:
+        """Connect, register handlers and the command menu, poll or serve the webhook, and
+        offer `delivery` to the core's outbound messages."""
+        app = self._application
+        webhook = _webhook(self._settings) if self._settings.telegram_mode == "webhook" else None
+        try:
+            await app.initialize()
+        except TelegramError as exc:
+            await app.bot.shutdown()
+            raise _startup_error(exc, self._settings) from None
+        try:
+            me = BotIdentity(app.bot.id, app.bot.username)
+            self._handlers = TelegramHandlers(
+                self._core,
+                TelegramSender(app.bot),
+                me,
+                limiter=self._limiter,
+                burst_window=self._settings.burst_window_seconds,
+                typing_interval=self._typing_interval,
+            )
+            self._register(self._handlers)
+            await self._set_commands()
+            await app.start()
+            await self._receive(webhook)
+        except BaseException:
+            await self.stop()
+            raise
+        self._core.outbound.register(self.delivery)
+        log.info("telegram.started", mode=self._settings.telegram_mode, bot_id=app.bot.id)
+
+    async def stop(self) -> None:
+        """Stop receiving, finish fetched updates and waiting bursts, then disconnect."""
+        app = self._application
+        if app.updater is not None and app.updater.running:
+            await app.updater.stop()
+        if app.running:
+            await app.stop()
+        if self._handlers is not None:
+            await self._handlers.drain()
+        self._core.outbound.unregister(self.delivery.platform)
+        await app.shutdown()
+        log.info("telegram.stopped")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Start, run until `stop` is set, then stop cleanly."""
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()
+
+    def _register(self, handlers: TelegramHandlers) -> None:
+        app = self._application
+        incoming = filters.UpdateType.MESSAGE & ~filters.StatusUpdate.ALL
+        app.add_handler(MessageHandler(incoming, handlers.on_message))
+        app.add_handler(MessageHandler(filters.UpdateType.EDITED_MESSAGE, handlers.on_edited))
+        app.add_handler(CallbackQueryHandler(handlers.on_press))
+        app.add_handler(ChatMemberHandler(handlers.on_member, ChatMemberHandler.MY_CHAT_MEMBER))
+        app.add_error_handler(handlers.on_error)
+
+    async def _set_commands(self) -> None:
+        """The command menu: the catalog's commands this core answers."""
+        known = set(self._core.router.command_names)
+        commands = [BotCommand(c.name, c.description) for c in COMMANDS if c.name in known]
+        try:
+            await self._application.bot.set_my_commands(commands)
+        except TelegramError as exc:
+            log.warning("telegram.commands_not_set", error=exc.message[:120])
+
+    async def _receive(self, webhook: tuple[str, str] | None) -> None:
+        """Long-poll getUpdates, or serve the webhook (and register it with Telegram)."""
+        updater = self._application.updater
+        assert updater is not None
+        if webhook is None:
+            await updater.start_polling(
+                timeout=POLL_TIMEOUT_SECONDS,
+                allowed_updates=ALLOWED_UPDATES,
+                drop_pending_updates=False,
+            )
+            return
+        url, secret = webhook
+        await updater.start_webhook(
+            listen=self._settings.telegram_webhook_listen,
+            port=self._settings.telegram_webhook_port,
+            url_path=urlsplit(url).path or "/",
+            webhook_url=url,
+            secret_token=secret,
+            allowed_updates=ALLOWED_UPDATES,
+            drop_pending_updates=False,
+        )
+
+
+def _webhook(settings: Settings) -> tuple[str, str]:
+    """The webhook's public URL and secret token, both required."""
+    url = settings.telegram_webhook_url
+    if not url:
+        raise ConfigurationError("COMPANION_TELEGRAM_WEBHOOK_URL is required in webhook mode")
+    secret = settings.telegram_webhook_secret
+    if secret is None or not _SECRET.fullmatch(secret.get_secret_value()):
+        raise ConfigurationError(
+            "COMPANION_TELEGRAM_WEBHOOK_SECRET is required in webhook mode: 1-256 characters "
+            "of A-Z, a-z, 0-9, _ and -"
+        )
+    return url, secret.get_secret_value()
+
+
+def _startup_error(exc: TelegramError, settings: Settings) -> ConfigurationError:
+    """A clear error for a failed getMe. PTB's own message holds the token: never chain it."""
+    if isinstance(exc, InvalidToken):
+        return ConfigurationError("TELEGRAM_BOT_TOKEN was rejected by Telegram")
+    return ConfigurationError(
+        f"could not reach the Telegram Bot API at {settings.telegram_api_base_url} "
+        f"({type(exc).__name__}); check TELEGRAM_API_BASE_URL and the network"
+    )
+
+
+async def run_telegram(core: Core, stop: asyncio.Event) -> None:
+    """Run the Telegram adapter until `stop` is set (the CLI's entry point)."""
+    await TelegramAdapter(core).run(stop)

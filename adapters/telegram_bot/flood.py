@@ -1,0 +1,122 @@
+"""Staying within Telegram's flood limits: about 30 messages a second overall, about one a
+second in a chat (short bursts allowed), 20 a minute in a group; a `RetryAfter` answer is
+waited out and retried a bounded number of times."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from datetime import timedelta
+from typing import Any
+
+import structlog
+from aiolimiter import AsyncLimiter
+from telegram.error import RetryAfter
+from telegram.ext import BaseRateLimiter
+
+log = structlog.get_logger(__name__)
+
+JSONDict = dict[str, Any]
+MAX_LIMITERS = 2048
+
+
+def retry_after_seconds(exc: RetryAfter) -> float:
+    """The wait Telegram asked for, in seconds (an int or a timedelta, by PTB setting)."""
+    value: object = exc.retry_after
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value)  # type: ignore[arg-type]
+
+
+def _posts_to_chat(endpoint: str) -> bool:
+    """Calls that put something in a chat count toward its limit (typing does not)."""
+    lowered = endpoint.lower()
+    return (lowered.startswith("send") and lowered != "sendchataction") or lowered.startswith(
+        "edit"
+    )
+
+
+class FloodControl(BaseRateLimiter[int]):
+    """A python-telegram-bot rate limiter for every request the bot makes."""
+
+    def __init__(
+        self,
+        *,
+        overall_per_second: float = 30,
+        chat_burst: int = 3,
+        chat_per_second: float = 1,
+        group_per_minute: float = 20,
+        max_retries: int = 3,
+        max_wait: float = 60.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._overall = AsyncLimiter(overall_per_second, 1)
+        self._chat_burst = chat_burst
+        self._chat_period = chat_burst / chat_per_second
+        self._group_per_minute = group_per_minute
+        self._max_retries = max_retries
+        self._max_wait = max_wait
+        self._sleep = sleep
+        self._chats: dict[int | str, AsyncLimiter] = {}
+
+    async def initialize(self) -> None:
+        """Nothing to set up."""
+
+    async def shutdown(self) -> None:
+        """Nothing to release."""
+
+    async def process_request(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, bool | JSONDict | list[JSONDict]]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: int | None,
+    ) -> bool | JSONDict | list[JSONDict]:
+        """Run the request within the limits; wait out and retry `RetryAfter`."""
+        retries = self._max_retries if rate_limit_args is None else rate_limit_args
+        chat = data.get("chat_id")
+        for attempt in range(retries + 1):
+            try:
+                async with self._limits(chat, endpoint):
+                    return await callback(*args, **kwargs)
+            except RetryAfter as exc:
+                wait = retry_after_seconds(exc)
+                if attempt >= retries or wait > self._max_wait:
+                    raise
+                log.warning("telegram.retry_after", seconds=wait, attempt=attempt + 1)
+                await self._sleep(wait)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    @contextlib.asynccontextmanager
+    async def _limits(self, chat: object, endpoint: str) -> AsyncIterator[None]:
+        if chat is None:
+            yield
+            return
+        async with contextlib.AsyncExitStack() as stack:
+            if _posts_to_chat(endpoint):
+                await stack.enter_async_context(self._chat_limiter(chat))
+            await stack.enter_async_context(self._overall)
+            yield
+
+    def _chat_limiter(self, chat: object) -> AsyncLimiter:
+        key: int | str = chat if isinstance(chat, int) else str(chat)
+        limiter = self._chats.get(key)
+        if limiter is None:
+            if len(self._chats) >= MAX_LIMITERS:
+                self._forget_idle()
+            group = isinstance(key, str) or key < 0
+            limiter = (
+                AsyncLimiter(self._group_per_minute, 60)
+                if group
+                else AsyncLimiter(self._chat_burst, self._chat_period)
+            )
+            self._chats[key] = limiter
+        return limiter
+
+    def _forget_idle(self) -> None:
+        for key, limiter in list(self._chats.items()):
+            if limiter.has_capacity(limiter.max_rate):
+                del self._chats[key]

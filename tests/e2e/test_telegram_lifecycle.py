@@ -1,0 +1,145 @@
+"""The Telegram adapter's lifecycle end to end: a restart with updates still waiting at
+Telegram handles each exactly once, a stop answers waiting bursts, and webhook mode."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from pydantic import SecretStr
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from adapters.telegram_bot import TelegramAdapter, run_telegram
+from bot.bootstrap import Core
+from bot.errors import ConfigurationError
+from memory.tables import Message
+from tests.e2e.test_telegram import ALICE, rows, running, telegram_settings
+from tests.fakes.chat_llm import ScriptedLLM
+from tests.fakes.telegram_api import FakeTelegramAPI
+
+PEOPLE = [2001, 2002, 2003, 2004, 2005, 2006]
+SECRET = "webhook-secret_123"
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegramAPI]:
+    """The fake Bot API, handing out one update per getUpdates."""
+    async with FakeTelegramAPI(batch_limit=1) as api:
+        yield api
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def test_a_restart_with_waiting_updates_handles_each_exactly_once(
+    core: Core,
+    fake: FakeTelegramAPI,
+    scripted_llm: ScriptedLLM,
+    db: async_sessionmaker[AsyncSession],
+) -> None:
+    async with running(core, fake):
+        for person in PEOPLE[:2]:
+            fake.push_message(person, f"hello from {person}")
+        await fake.wait_for(lambda: all(fake.sent[p] for p in PEOPLE[:2]))
+        for person in PEOPLE[2:]:
+            fake.push_message(person, f"hello from {person}")
+    first_run_calls = len(fake.get_updates_calls)
+    confirmed_by_first = fake.confirmed_offset
+    assert len(fake.pending_updates) >= 3
+
+    async with running(core, fake):
+        await fake.wait_for(lambda: all(fake.sent[p] for p in PEOPLE) and not fake.pending_updates)
+
+    assert {p: [m.text for m in fake.sent[p]] for p in PEOPLE} == {
+        p: ["Tell me more."] for p in PEOPLE
+    }
+    assert len(scripted_llm.chat_requests) == len(PEOPLE)
+    stored = await rows(db)
+    assert sorted(m.content for m in stored if m.role == "user") == sorted(
+        f"hello from {p}" for p in PEOPLE
+    )
+    assert {m.status for m in stored if m.role == "user"} == {"answered"}
+    assert len([m for m in stored if m.role == "assistant"]) == len(PEOPLE)
+    second_run = fake.get_updates_calls[first_run_calls:]
+    assert all(i >= confirmed_by_first for call in second_run for i in call.returned)
+    offsets = [c.offset for c in fake.get_updates_calls if c.offset]
+    assert offsets == sorted(offsets)
+
+
+async def test_stopping_answers_a_burst_that_is_still_waiting(
+    core: Core, fake: FakeTelegramAPI, db: async_sessionmaker[AsyncSession]
+) -> None:
+    async with running(core, fake, burst_window_seconds=30):
+        fake.push_message(ALICE, "one last thing")
+        await fake.wait_for(lambda: not fake.pending_updates)
+        await asyncio.sleep(0.1)
+        assert fake.sent[ALICE] == []
+
+    assert [m.text for m in fake.sent[ALICE]] == ["Tell me more."]
+    assert [(m.role, m.status) for m in await rows(db)] == [
+        ("user", "answered"),
+        ("assistant", "stored"),
+    ]
+
+
+async def test_run_telegram_runs_until_told_to_stop(core: Core, fake: FakeTelegramAPI) -> None:
+    core.settings = telegram_settings(core, fake)
+    stop = asyncio.Event()
+    running_bot = asyncio.create_task(run_telegram(core, stop))
+
+    fake.push_message(ALICE, "/help")
+    await fake.wait_for_sent(ALICE)
+    stop.set()
+    await asyncio.wait_for(running_bot, 3)
+
+    assert fake.pending_updates == []
+
+
+async def test_webhook_mode_receives_updates_and_rejects_a_wrong_secret(
+    core: Core, fake: FakeTelegramAPI, db: async_sessionmaker[AsyncSession]
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/telegram-hook"
+    async with running(
+        core,
+        fake,
+        telegram_mode="webhook",
+        telegram_webhook_url=url,
+        telegram_webhook_listen="127.0.0.1",
+        telegram_webhook_port=port,
+        telegram_webhook_secret=SecretStr(SECRET),
+    ):
+        assert (fake.webhook_url, fake.webhook_secret) == (url, SECRET)
+
+        fake.push_message(ALICE, "Hello over the webhook")
+        [reply] = await fake.wait_for_sent(ALICE)
+
+        async with aiohttp.ClientSession() as client:
+            forged = {"update_id": 1, "message": {"message_id": 1, "date": 0, "text": "x"}}
+            headers = {"X-Telegram-Bot-Api-Secret-Token": "wrong"}
+            async with client.post(url, json=forged, headers=headers) as response:
+                assert response.status == 403
+
+    assert reply.text == "Tell me more."
+    assert fake.get_updates_calls == []
+    assert [m.content for m in await rows(db, Message.role == "user")] == ["Hello over the webhook"]
+
+
+async def test_webhook_mode_needs_a_url_and_a_secret(core: Core, fake: FakeTelegramAPI) -> None:
+    settings = telegram_settings(core, fake, telegram_mode="webhook", telegram_webhook_url=None)
+    with pytest.raises(ConfigurationError, match="WEBHOOK_URL"):
+        await TelegramAdapter(core, settings).start()
+
+    settings = telegram_settings(
+        core, fake, telegram_mode="webhook", telegram_webhook_url="https://bot.example.org/tg"
+    )
+    with pytest.raises(ConfigurationError, match="WEBHOOK_SECRET"):
+        await TelegramAdapter(core, settings).start()
