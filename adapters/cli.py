@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
@@ -67,8 +68,8 @@ async def _chat(settings: Settings) -> None:
         await core.aclose()
 
 
-async def _run(settings: Settings, args: argparse.Namespace) -> None:
-    platforms = [
+def _platforms(settings: Settings) -> list[str]:
+    return [
         name
         for name, token in (
             ("telegram", settings.telegram_bot_token),
@@ -76,14 +77,42 @@ async def _run(settings: Settings, args: argparse.Namespace) -> None:
         )
         if token is not None
     ]
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An event set by SIGINT or SIGTERM: stop taking updates, finish, close."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    return stop
+
+
+async def _run(settings: Settings, args: argparse.Namespace) -> None:
+    platforms = _platforms(settings)
     if not platforms:
         log.info("run.no_platform_configured", fallback="terminal chat")
         await _chat(settings)
         return
-    raise ConfigurationError(
-        f"{', '.join(platforms)} configured, but platform adapters are not part of this "
-        "build yet; unset the token(s) to use the terminal chat"
-    )
+    core = await build_core(settings)
+    stop = _stop_on_signals()
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            if "telegram" in platforms:
+                from adapters.telegram_bot import run_telegram
+
+                tasks.create_task(run_telegram(core, stop))
+            tasks.create_task(_maintain_until(core, stop))
+            log.info("run.started", platforms=platforms)
+    finally:
+        await core.aclose()
+        log.info("run.stopped")
+
+
+async def _maintain_until(core: Core, stop: asyncio.Event) -> None:
+    maintenance = asyncio.create_task(_maintain(core))
+    await stop.wait()
+    maintenance.cancel()
 
 
 async def _db_upgrade(settings: Settings) -> None:
