@@ -275,6 +275,7 @@ class Outreach(Base):
     attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    claim_token: Mapped[str | None] = mapped_column(String(32))
     text: Mapped[str | None] = mapped_column(Text)
     platform: Mapped[str | None] = mapped_column(String(32))
     platform_message_id: Mapped[str | None] = mapped_column(String(128))
@@ -287,9 +288,7 @@ class DiaryEntry(Base):
     """The companion's diary about one person's day, and its notes to self for the next."""
 
     __tablename__ = "diary_entries"
-    __table_args__ = (
-        UniqueConstraint("user_id", "local_date", name="uq_diary_entries_user_date"),
-    )
+    __table_args__ = (UniqueConstraint("user_id", "local_date", name="uq_diary_entries_user_date"),)
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))

@@ -1,0 +1,237 @@
+"""How long one `recall` takes when the database holds many people's memories.
+
+Loads `--people` × `--memories` memories (default 1,000 × 1,000 = 1M rows) into an
+embedded PostgreSQL with COPY: sentences from templates, real WordLlama embeddings of a
+few thousand distinct sentences reused, each person's rows arriving in rounds (as
+nightly extraction would write them) so they are spread over the table. Then ANALYZE
+and time `recall` (query embedding included) for random people and questions.
+
+Run: `python -m bench.retrieval_latency [--people 100] [--memories 1000] [--turns 500]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from pgvector.asyncpg import register_vector
+
+from bot.logs import configure_logging
+from memory.database import create_engine, migrate, session_factory, start_embedded
+from memory.embeddings import WordLlamaEmbedder
+from memory.retrieval import recall
+
+ROUNDS = 20
+NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+SUBJECTS = (
+    "Their sister Anna", "Their brother Tom", "Their dog Biscuit", "Their manager",
+    "Their partner Sam", "Their mother", "Their best friend Leo", "Their daughter Mia",
+    "Their cat Pepper", "Their neighbour", "Their grandfather", "Their flatmate Jo",
+)  # fmt: skip
+FACTS = (
+    "loves hiking in the {place} every {day}",
+    "is training for a marathon in {place}",
+    "starts a new job as a {job} in {month}",
+    "is allergic to {food} and avoids it at restaurants",
+    "feels anxious about the {event} next {day}",
+    "plays {sport} with friends on {day} evenings",
+    "moved to {place} to work as a {job}",
+    "has a {event} on {day} and wants to prepare",
+    "cooks {food} whenever they feel homesick",
+    "is learning {language} to travel to {place}",
+    "gets stressed when work piles up before the {event}",
+    "wants to adopt a {pet} from the shelter in {month}",
+)
+FILL = {
+    "place": ("Alps", "Lisbon", "Lake District", "Kyoto", "Berlin", "Rockies", "Highlands"),
+    "day": ("Saturday", "Sunday", "Monday", "Friday", "weekend"),
+    "job": ("nurse", "data analyst", "teacher", "carpenter", "designer", "chef", "lawyer"),
+    "month": ("January", "March", "June", "September", "December"),
+    "food": ("peanuts", "shellfish", "ramen", "lentil soup", "dumplings", "gluten"),
+    "event": ("job interview", "dentist appointment", "wedding", "exam", "presentation"),
+    "sport": ("football", "tennis", "chess", "badminton", "basketball"),
+    "language": ("Japanese", "Portuguese", "German", "Spanish"),
+    "pet": ("puppy", "kitten", "rabbit", "parrot"),
+}
+QUESTIONS = (
+    "How is my {event} going to go?",
+    "Do you remember what I told you about {place}?",
+    "what should I cook tonight, maybe {food}?",
+    "I'm nervous about next {day}",
+    "Any ideas for the {event}? I keep thinking about it",
+    "my sister called about the {pet}",
+    "remind me what my new job as a {job} involves",
+    "Should I play {sport} this weekend or rest?",
+)
+
+
+def sentence(rng: random.Random, template: str) -> str:
+    """Fill a template's slots at random."""
+    return template.format(**{k: rng.choice(v) for k, v in FILL.items()})
+
+
+def sentences(count: int, seed: int = 7) -> list[str]:
+    """`count` distinct memory sentences."""
+    rng = random.Random(seed)
+    found: set[str] = set()
+    while len(found) < count:
+        found.add(f"{rng.choice(SUBJECTS)} {sentence(rng, rng.choice(FACTS))}.")
+    return sorted(found)
+
+
+def _status(rng: random.Random) -> tuple[str, datetime | None]:
+    roll = rng.random()
+    if roll < 0.05:
+        return "forgotten", None
+    if roll < 0.08:
+        return "dead", None
+    if roll < 0.13:
+        return "active", NOW - timedelta(days=rng.randint(1, 100))  # superseded
+    return "active", None
+
+
+def _records(
+    rng: random.Random, people: Sequence[int], round_no: int, per_round: int, pool: Any
+) -> list[tuple[Any, ...]]:
+    texts, vectors = pool
+    rows = []
+    for user_id in people:
+        for i in range(per_round):
+            pick = rng.randrange(len(texts))
+            status, valid_until = _status(rng)
+            created = NOW - timedelta(days=rng.uniform(0, 365))
+            short_id = round_no * per_round + i + 1
+            rows.append(
+                (
+                    user_id,
+                    short_id,
+                    rng.choice(("core", "active")),
+                    rng.choice(("fact", "preference", "relationship", "event", "goal")),
+                    texts[pick],
+                    hashlib.sha256(f"{user_id}:{short_id}".encode()).hexdigest(),
+                    float(rng.randint(1, 10)),
+                    rng.uniform(0.5, 1.0),
+                    "extracted",
+                    created,
+                    valid_until,
+                    status,
+                    vectors[pick],
+                    created,
+                )
+            )
+    return rows
+
+
+COLUMNS = (
+    "user_id", "short_id", "tier", "category", "content", "content_hash", "importance",
+    "confidence", "source", "valid_from", "valid_until", "status", "embedding", "created_at",
+)  # fmt: skip
+
+
+async def load(url: str, people: int, memories: int, pool: Any) -> float:
+    """Bulk-load the people and their memories with COPY; returns seconds taken."""
+    started = time.perf_counter()
+    conn = await asyncpg.connect(url)
+    try:
+        await register_vector(conn)
+        await conn.execute("DROP INDEX IF EXISTS ix_memories_tsv")
+        ids = [
+            r["id"]
+            for r in await conn.fetch(
+                "INSERT INTO users (display_name) SELECT 'person ' || g "
+                "FROM generate_series(1, $1) AS g RETURNING id",
+                people,
+            )
+        ]
+        rng = random.Random(11)
+        per_round = max(1, memories // ROUNDS)
+        for round_no in range(ROUNDS):
+            records = _records(rng, ids, round_no, per_round, pool)
+            await conn.copy_records_to_table("memories", records=records, columns=COLUMNS)
+            if (round_no + 1) % 5 == 0:
+                print(f"  round {round_no + 1}/{ROUNDS}: {len(records) * (round_no + 1):,} rows")
+        await conn.execute("CREATE INDEX ix_memories_tsv ON memories USING gin (tsv)")
+        await conn.execute("VACUUM ANALYZE memories")
+        await conn.execute("ANALYZE")
+    finally:
+        await conn.close()
+    return time.perf_counter() - started
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The value below which `fraction` of `values` lie (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+async def measure(url: str, people: int, turns: int, embedder: WordLlamaEmbedder) -> list[float]:
+    """Milliseconds per `recall` for random people and questions, after a warm-up."""
+    engine = create_engine(url, pool_size=2)
+    sessions = session_factory(engine)
+    rng = random.Random(5)
+    async with engine.connect() as conn:
+        first = int((await conn.exec_driver_sql("SELECT min(id) FROM users")).scalar_one())
+    timings = []
+    try:
+        for turn in range(turns + 20):
+            user_id = first + rng.randrange(people)
+            query = sentence(rng, rng.choice(QUESTIONS))
+            started = time.perf_counter()
+            await recall(sessions, embedder, user_id=user_id, query=query, k=8, now=NOW)
+            if turn >= 20:
+                timings.append((time.perf_counter() - started) * 1000)
+    finally:
+        await engine.dispose()
+    return timings
+
+
+async def run(people: int, memories: int, turns: int) -> None:
+    """Load, measure and print the report."""
+    embedder = WordLlamaEmbedder()
+    texts = sentences(3000)
+    pool = (texts, list(await embedder.embed(texts)))
+    with tempfile.TemporaryDirectory(prefix="latency-") as data_dir:
+        server = start_embedded(Path(data_dir))
+        try:
+            engine = create_engine(server.url, pool_size=1)
+            await migrate(engine, embedding_dim=embedder.dim)
+            await engine.dispose()
+            print(f"loading {people:,} people × {memories:,} memories")
+            seconds = await load(server.url, people, memories, pool)
+            timings = await measure(server.url, people, turns, embedder)
+        finally:
+            server.stop()
+    p50, p95, p99 = (percentile(timings, f) for f in (0.50, 0.95, 0.99))
+    print()
+    print(f"recall latency: {people:,} people × {memories:,} memories, loaded in {seconds:.0f} s")
+    print(f"{len(timings)} recalls (query embedding + one SQL statement + fusion), k=8")
+    print(f"mean {statistics.fmean(timings):.1f} ms, max {max(timings):.1f} ms")
+    print()
+    print(f"figure recall_p50 {p50:.1f} ms")
+    print(f"figure recall_p95 {p95:.1f} ms")
+    print(f"figure recall_p99 {p99:.1f} ms")
+
+
+def main() -> None:
+    """Parse the sizes and run."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--people", type=int, default=1000)
+    parser.add_argument("--memories", type=int, default=1000)
+    parser.add_argument("--turns", type=int, default=500)
+    args = parser.parse_args()
+    configure_logging("WARNING")
+    asyncio.run(run(args.people, args.memories, args.turns))
+
+
+if __name__ == "__main__":
+    main()
