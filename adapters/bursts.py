@@ -43,9 +43,10 @@ class BurstCoalescer(Generic[T]):
             pending = self._pending[key] = _Pending(item)
         else:
             pending.latest = item
-            if pending.timer is not None:
-                pending.timer.cancel()
         await self._store(item)
+        # Cancel after the await: a concurrent `add` may have started a timer meanwhile.
+        if pending.timer is not None:
+            pending.timer.cancel()
         pending.timer = asyncio.create_task(self._fire(key, pending))
 
     async def _fire(self, key: Hashable, pending: _Pending[T]) -> None:

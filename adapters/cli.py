@@ -37,6 +37,13 @@ def _parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="database maintenance")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     db_commands.add_parser("upgrade", help="apply database migrations")
+    discord = commands.add_parser("discord", help="Discord set-up")
+    discord_commands = discord.add_subparsers(
+        dest="discord_command", required=True, metavar="ACTION"
+    )
+    discord_commands.add_parser(
+        "sync-commands", help="register the slash commands with Discord (once, not every start)"
+    )
     memory = commands.add_parser("memory", help="memory maintenance")
     memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
     memory_commands.add_parser(
@@ -102,6 +109,10 @@ async def _run(settings: Settings, args: argparse.Namespace) -> None:
                 from adapters.telegram_bot import run_telegram
 
                 tasks.create_task(run_telegram(core, stop))
+            if "discord" in platforms:
+                from adapters.discord_bot import run_discord
+
+                tasks.create_task(run_discord(core, stop))
             tasks.create_task(_maintain_until(core, stop))
             log.info("run.started", platforms=platforms)
     finally:
@@ -146,6 +157,14 @@ def _progress_bar(done: int, total: int) -> None:
     sys.stdout.flush()
 
 
+async def _sync_discord_commands(settings: Settings) -> None:
+    from adapters.discord_bot import sync_commands
+
+    if settings.discord_bot_token is None or settings.discord_application_id is None:
+        raise ConfigurationError("DISCORD_BOT_TOKEN and DISCORD_APPLICATION_ID must be set")
+    print(f"registered {await sync_commands(settings)} slash commands with Discord")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `companion` console script."""
     args = _parser().parse_args(argv)
@@ -162,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(_db_upgrade(settings))
         elif args.command == "memory":
             asyncio.run(_reembed(settings))
+        elif args.command == "discord":
+            asyncio.run(_sync_discord_commands(settings))
     except ConfigurationError as exc:
         print(f"companion: {exc}", file=sys.stderr)
         return 2

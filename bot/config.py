@@ -56,7 +56,7 @@ class Settings(BaseSettings):
     embedding_provider: Literal["wordllama", "voyage"] = "wordllama"
     embedding_dim: int = Field(256, ge=16, le=4096)
     voyage_api_key: SecretStr | None = Field(None, validation_alias="VOYAGE_API_KEY")
-    voyage_model: str = "voyage-3-lite"
+    voyage_model: str = "voyage-3.5-lite"
     pin_limit: int = Field(20, ge=1)
 
     # Telegram

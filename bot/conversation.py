@@ -31,6 +31,10 @@ APOLOGY = (
     "Your message is saved, and I'll have it in mind when you write again."
 )
 MAX_TOOL_ROUNDS = 2
+GROUP_NOTE = (
+    "This is a group chat: other people read your reply. Do not mention anything personal "
+    "you know about the person from private conversations."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +128,7 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
             "smaller parts?"
         )
     try:
-        completion = await _complete(inbound, c)
+        completion = await _complete(incoming, inbound, c)
     except LLMUnavailable as exc:
         log.warning("conversation.llm_unavailable", error=str(exc)[:200])
         await c.store.mark_message(user_id=person.id, message_id=message.id, status="unanswered")
@@ -168,8 +172,8 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
     return Reply(reply_text)
 
 
-async def _complete(inbound: Inbound, c: Conversation) -> Completion:
-    request = await _build_request(inbound, c)
+async def _complete(incoming: IncomingMessage, inbound: Inbound, c: Conversation) -> Completion:
+    request = await _build_request(incoming, inbound, c)
     exchange: list[tuple[tuple[ToolCall, ...], tuple[ToolResult, ...]]] = []
     for _ in range(MAX_TOOL_ROUNDS + 1):
         completion = await c.llm.complete(request)
@@ -198,18 +202,24 @@ def _with_exchange(
     )
 
 
-async def _build_request(inbound: Inbound, c: Conversation) -> LLMRequest:
+async def _build_request(
+    incoming: IncomingMessage, inbound: Inbound, c: Conversation
+) -> LLMRequest:
+    """The prompt of a turn. In a group, others read the reply: no memory, no summary of
+    private talk, and only this group's own turns."""
     person, session = inbound.person, inbound.session
     memory_block = ""
-    if c.memory is not None:
+    if c.memory is not None and incoming.is_private:
         memory_block = await c.memory.context_for(person, session, inbound.message.content)
     system = dynamic_system(
         now=c.clock.now(),
         timezone=person.timezone,
         display_name=person.display_name,
         memory=memory_block,
-        summary=session.summary,
+        summary=session.summary if incoming.is_private else "",
     )
+    if not incoming.is_private:
+        system += "\n\n" + GROUP_NOTE
     budget = (
         c.config.context_tokens
         - estimate_tokens(c.persona)
@@ -217,7 +227,10 @@ async def _build_request(inbound: Inbound, c: Conversation) -> LLMRequest:
         - c.config.reply_max_tokens
     )
     messages = await c.store.session_messages(
-        user_id=person.id, session_id=session.id, after_id=session.summarized_through
+        user_id=person.id,
+        session_id=session.id,
+        after_id=session.summarized_through if incoming.is_private else None,
+        chat_id=None if incoming.is_private else incoming.chat_id,
     )
     window = fit_turns(messages, max(budget, 500))
     if window.dropped:

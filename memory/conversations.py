@@ -324,9 +324,16 @@ class SqlConversationStore:
             )
 
     async def session_messages(
-        self, *, user_id: int, session_id: int, after_id: int | None = None, limit: int = 200
+        self,
+        *,
+        user_id: int,
+        session_id: int,
+        after_id: int | None = None,
+        limit: int = 200,
+        chat_id: str | None = None,
     ) -> list[StoredMessage]:
-        """The newest `limit` messages of a session after `after_id`, oldest first."""
+        """The newest `limit` messages of a session after `after_id` (in one chat, when
+        given), oldest first."""
         query = (
             select(Message)
             .where(Message.user_id == user_id, Message.session_id == session_id)
@@ -335,6 +342,8 @@ class SqlConversationStore:
         )
         if after_id is not None:
             query = query.where(Message.id > after_id)
+        if chat_id is not None:
+            query = query.where(Message.chat_id == chat_id)
         async with self._sessions() as db:
             rows = (await db.scalars(query)).all()
         return [to_message(row) for row in reversed(rows)]

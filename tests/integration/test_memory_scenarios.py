@@ -226,3 +226,20 @@ async def test_remember_that_in_conversation_is_saved_through_the_tool(
     assert memory.source == "user" and "12 May" in memory.content
     exchange = scripted_llm.chat_requests[-1].tool_exchange
     assert exchange and "Saved as m1" in exchange[0][1][0].content
+
+
+async def test_in_a_group_nothing_personal_reaches_the_prompt(
+    core: Core, scripted_llm: ScriptedLLM
+) -> None:
+    await core.router.handle(says("/remember I was diagnosed with diabetes"))
+    await _turn(core, "between us: I'm thinking of quitting my job")
+    group = IncomingMessage(
+        "console", "alice", "hey everyone, what's a good film?", chat_id="group-1", is_private=False
+    )
+    await core.router.handle(group)
+    request = scripted_llm.chat_requests[-1]
+    assert "diabetes" not in request.dynamic_system and "<memory>" not in request.dynamic_system
+    assert "group chat" in request.dynamic_system
+    assert [t.content for t in request.turns] == ["hey everyone, what's a good film?"]
+    await _turn(core, "back in private")
+    assert "diabetes" in scripted_llm.chat_requests[-1].dynamic_system
