@@ -7,6 +7,8 @@ PostgreSQL, with a model that answers instantly. Run: `python -m bench.turn_over
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import statistics
 import sys
 import tempfile
@@ -74,6 +76,10 @@ def main() -> None:
     print(f"turn overhead outside the LLM, {turns} turns, {PEOPLE} people, embedded PostgreSQL")
     print(f"  mean {statistics.fmean(timings):.2f} ms  p50 {p50:.2f} ms  p95 {p95:.2f} ms")
     print(f"  p99 {p99:.2f} ms  max {max(timings):.2f} ms  (target p95 <= 10 ms)")
+    out = os.environ.get("COMPANION_BENCH_OUT")
+    if out:
+        data = {"latencies_ms": {"turn_overhead": timings}}
+        (Path(out) / "turn_overhead.json").write_text(json.dumps(data))
     print(f"figure turn_overhead_p50 {p50:.2f} ms")
     print(f"figure turn_overhead_p95 {p95:.2f} ms")
 

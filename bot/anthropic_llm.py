@@ -27,6 +27,7 @@ from anthropic.types import (
     ToolUseBlock,
 )
 
+from bot import metrics
 from bot.errors import LLMBadOutput, LLMUnavailable
 from bot.llm import Completion, LLMRequest, ToolCall, ToolResult, Turn, Usage
 
@@ -72,6 +73,8 @@ class AnthropicLLM:
         message = await self._with_retries(lambda: self._send(request, model), model)
         completion = to_completion(message)
         _check_forced_tool(request, completion)
+        elapsed = time.monotonic() - started
+        metrics.record_llm_call(completion.model, elapsed, completion.usage)
         log.info(
             "llm.completed",
             model=completion.model,
@@ -82,7 +85,7 @@ class AnthropicLLM:
             cache_write_tokens=completion.usage.cache_write_tokens,
             stop_reason=completion.stop_reason,
             tool_calls=len(completion.tool_calls),
-            latency_ms=round((time.monotonic() - started) * 1000),
+            latency_ms=round(elapsed * 1000),
         )
         return completion
 
@@ -111,8 +114,9 @@ class AnthropicLLM:
             except AnthropicError as exc:
                 delay = self._retry_delay(exc, attempt)
                 attempt += 1
-                fields = {"model": model, "status": _status(exc), "request_id": _request_id(exc)}
+                fields = {"model": model, "status": _status(exc), "api_request_id": _request_id(exc)}
                 if delay is None:
+                    metrics.record_llm_failure(model, fields["status"])
                     log.warning("llm.failed", attempts=attempt, **fields)
                     raise LLMUnavailable(_describe(exc)) from exc
                 log.warning("llm.retry", attempt=attempt, delay_s=round(delay, 3), **fields)

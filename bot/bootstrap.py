@@ -19,6 +19,7 @@ from bot.commands.setup import install_commands
 from bot.config import Settings
 from bot.conversation import Conversation, ConversationConfig
 from bot.errors import ConfigurationError
+from bot.health import Health
 from bot.llm import LLM
 from bot.llm_tools import LLMToolCaller
 from bot.memory_gateway import MemoryServices, MemorySettings
@@ -58,6 +59,7 @@ class Core:
     outbound: Outbound
     embedded: EmbeddedPostgres | None = None
     closers: list[Any] = field(default_factory=list)
+    health: Health = field(default_factory=Health)
 
     async def aclose(self) -> None:
         """Finish background work, close clients and the database."""
@@ -169,7 +171,6 @@ async def build_core(
         settings=MemorySettings(
             budget_tokens=settings.memory_budget_tokens,
             extract_every_n=settings.extract_every_n_messages,
-            turn_budget_tokens=settings.context_tokens // 2,
         ),
     )
     conversation = Conversation(

@@ -88,6 +88,11 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["auto", "console", "json"] = "auto"
 
+    # Operations
+    ops_http_enabled: bool = False
+    ops_http_host: str = "127.0.0.1"
+    ops_http_port: int = Field(9464, ge=0, le=65535)
+
     @field_validator("persona_file")
     @classmethod
     def _persona_exists(cls, value: Path | None) -> Path | None:

@@ -17,7 +17,7 @@ from bot.domain import IncomingMessage, Reply
 from bot.errors import LLMUnavailable
 from bot.llm import LLM, Completion, LLMRequest, ToolCall, ToolResult, ToolSpec
 from bot.logs import bind_person
-from bot.prompting import dynamic_system, fit_turns
+from bot.prompting import TurnWindow, dynamic_system, fit_turns
 from bot.text import clean_text, estimate_tokens
 from memory.conversations import SqlConversationStore
 from memory.ports import Clock
@@ -61,8 +61,9 @@ class MemoryGateway(Protocol):
         """Carry out a tool call the model made; the text goes back to the model."""
         ...
 
-    def after_turn(self, person: Person, inbound: Inbound) -> None:
-        """Schedule background work (extraction, summaries) after a turn."""
+    def after_turn(self, person: Person, inbound: Inbound, window: TurnWindow) -> None:
+        """Schedule background work (extraction, summaries) after a turn; `window` says
+        how long the session has grown, so no query is needed to decide."""
         ...
 
 
@@ -128,7 +129,7 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
             "smaller parts?"
         )
     try:
-        completion = await _complete(incoming, inbound, c)
+        completion, window = await _complete(incoming, inbound, c)
     except LLMUnavailable as exc:
         log.warning("conversation.llm_unavailable", error=str(exc)[:200])
         await c.store.mark_message(user_id=person.id, message_id=message.id, status="unanswered")
@@ -157,9 +158,7 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
             cache_read_tokens=completion.usage.cache_read_tokens,
             cache_write_tokens=completion.usage.cache_write_tokens,
         ),
-    )
-    await c.store.mark_answered_through(
-        user_id=person.id, session_id=inbound.session.id, message_id=message.id
+        answers_through=message.id,
     )
     log.info(
         "conversation.replied",
@@ -168,24 +167,26 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
         cache_read_tokens=completion.usage.cache_read_tokens,
     )
     if c.memory is not None:
-        c.memory.after_turn(person, inbound)
+        c.memory.after_turn(person, inbound, window)
     return Reply(reply_text)
 
 
-async def _complete(incoming: IncomingMessage, inbound: Inbound, c: Conversation) -> Completion:
-    request = await _build_request(incoming, inbound, c)
+async def _complete(
+    incoming: IncomingMessage, inbound: Inbound, c: Conversation
+) -> tuple[Completion, TurnWindow]:
+    request, window = await _build_request(incoming, inbound, c)
     exchange: list[tuple[tuple[ToolCall, ...], tuple[ToolResult, ...]]] = []
     for _ in range(MAX_TOOL_ROUNDS + 1):
         completion = await c.llm.complete(request)
         if not completion.tool_calls or c.memory is None or len(exchange) >= MAX_TOOL_ROUNDS:
-            return completion
+            return completion, window
         results = []
         for call in completion.tool_calls:
             outcome = await c.memory.run_tool(inbound.person, inbound.message.id, call)
             results.append(ToolResult(call.id, outcome))
         exchange.append((completion.tool_calls, tuple(results)))
         request = _with_exchange(request, tuple(exchange))
-    return completion
+    return completion, window
 
 
 def _with_exchange(
@@ -204,7 +205,7 @@ def _with_exchange(
 
 async def _build_request(
     incoming: IncomingMessage, inbound: Inbound, c: Conversation
-) -> LLMRequest:
+) -> tuple[LLMRequest, TurnWindow]:
     """The prompt of a turn. In a group, others read the reply: no memory, no summary of
     private talk, and only this group's own turns."""
     person, session = inbound.person, inbound.session
@@ -232,10 +233,10 @@ async def _build_request(
         after_id=session.summarized_through if incoming.is_private else None,
         chat_id=None if incoming.is_private else incoming.chat_id,
     )
-    window = fit_turns(messages, max(budget, 500))
+    window = fit_turns(messages, max(budget, 500), extracted_through=session.extracted_through)
     if window.dropped:
         log.info("conversation.turns_dropped", dropped=window.dropped)
-    return LLMRequest(
+    request = LLMRequest(
         role="chat",
         stable_system=c.persona,
         dynamic_system=system,
@@ -243,3 +244,4 @@ async def _build_request(
         tools=c.memory.tools if c.memory is not None else (),
         max_tokens=c.config.reply_max_tokens,
     )
+    return request, window

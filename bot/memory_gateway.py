@@ -12,14 +12,18 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.background import BackgroundTasks
 from bot.commands.base import ButtonSpec, CommandDeps, make_buttons
 from bot.domain import Reply
+from bot import metrics
 from bot.errors import DeliveryFailed
 from bot.llm import LLM, ToolCall, ToolSpec
 from bot.outbound import Outbound
+from bot.prompting import TurnWindow
 from bot.working_memory import summarise_session
 from memory.context import assemble_context
 from memory.conversations import SqlConversationStore
+from memory.diary import notes_to_self
 from memory.extraction import due_sessions, extract_session, remember_explicit
 from memory.items import ExtractionOutcome
+from memory.lifespan import zone_of
 from memory.memories import SqlMemoryRepository
 from memory.ports import Clock, Embedder, ToolCaller
 from memory.records import ConversationSession, Inbound, Person
@@ -54,7 +58,6 @@ class MemorySettings:
 
     budget_tokens: int = 1500
     extract_every_n: int = 8
-    turn_budget_tokens: int = 8000
 
 
 class MemoryServices:
@@ -96,6 +99,8 @@ class MemoryServices:
         """The memory block for this turn."""
         now = self._clock.now()
         last = "" if session.summary else await self._last_summary(person.id, session.id)
+        today = now.astimezone(zone_of(person.timezone)).date()
+        notes = await notes_to_self(self._sessions, user_id=person.id, today=today)
         assembled = await assemble_context(
             self._sessions,
             self._embedder,
@@ -106,6 +111,7 @@ class MemoryServices:
             budget_tokens=self._settings.budget_tokens,
             last_summary=last,
             session_id=session.id,
+            notes_to_self=notes,
         )
         if assembled.recalled_ids:
             await mark_recalled(
@@ -133,28 +139,23 @@ class MemoryServices:
         log.info("memory.saved_by_tool", memory_id=item.id)
         return f"Saved as {item.label}. The person can see it with /memory."
 
-    def after_turn(self, person: Person, inbound: Inbound) -> None:
+    def after_turn(self, person: Person, inbound: Inbound, window: TurnWindow) -> None:
         """Extract closed or long-running sessions and fold long ones, in the background."""
         if inbound.closed_session_id is not None:
             self.schedule_extraction(person, inbound.closed_session_id)
-        self._background.spawn(
-            self._maybe_extract(person, inbound.session.id), key=f"check:{inbound.session.id}"
-        )
-        self._background.spawn(
-            summarise_session(
-                store=self._store,
-                llm=self._llm,
-                user_id=person.id,
-                session_id=inbound.session.id,
-                budget_tokens=self._settings.turn_budget_tokens,
-            ),
-            key=f"summary:{inbound.session.id}",
-        )
-
-    async def _maybe_extract(self, person: Person, session_id: int) -> None:
-        pending = await self._store.pending_extraction(user_id=person.id, session_id=session_id)
-        if pending >= self._settings.extract_every_n:
-            await self.extract(person, session_id)
+        if window.unextracted >= self._settings.extract_every_n:
+            self.schedule_extraction(person, inbound.session.id)
+        if window.needs_summary:
+            self._background.spawn(
+                summarise_session(
+                    store=self._store,
+                    llm=self._llm,
+                    user_id=person.id,
+                    session_id=inbound.session.id,
+                    budget_tokens=window.budget_tokens,
+                ),
+                key=f"summary:{inbound.session.id}",
+            )
 
     def schedule_extraction(self, person: Person, session_id: int) -> None:
         """Extract a session in the background (once at a time per session)."""
@@ -172,6 +173,7 @@ class MemoryServices:
             clock=self._clock,
             timezone=person.timezone,
         )
+        metrics.record_extraction(outcome)
         if outcome.items and person.memory_notices:
             await self._notify(person, outcome)
         return outcome

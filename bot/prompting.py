@@ -31,10 +31,15 @@ class TurnWindow:
     turns: tuple[Turn, ...]
     dropped: int
     needs_summary: bool
+    unextracted: int = 0
+    budget_tokens: int = 0
 
 
-def fit_turns(messages: Sequence[StoredMessage], budget_tokens: int) -> TurnWindow:
-    """Keep the newest turns within `budget_tokens`; flag a summary past 80% of it."""
+def fit_turns(
+    messages: Sequence[StoredMessage], budget_tokens: int, *, extracted_through: int | None = None
+) -> TurnWindow:
+    """Keep the newest turns within `budget_tokens`; flag a summary past 80% of it, and
+    count the person's messages past the extraction watermark."""
     visible = [m for m in messages if m.status not in HIDDEN_STATUSES]
     kept: list[Turn] = []
     used = 0
@@ -45,10 +50,13 @@ def fit_turns(messages: Sequence[StoredMessage], budget_tokens: int) -> TurnWind
         kept.append(Turn("user" if message.role == "user" else "assistant", message.content))
         used += cost
     total = sum(estimate_tokens(m.content) + 4 for m in visible)
+    watermark = extracted_through or 0
     return TurnWindow(
         turns=tuple(reversed(kept)),
         dropped=len(visible) - len(kept),
         needs_summary=total > 0.8 * budget_tokens,
+        unextracted=sum(1 for m in messages if m.role == "user" and m.id > watermark),
+        budget_tokens=budget_tokens,
     )
 
 

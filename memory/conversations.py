@@ -232,8 +232,10 @@ class SqlConversationStore:
         now: datetime,
         usage: TokenUsage | None = None,
         status: str = "stored",
+        answers_through: int | None = None,
     ) -> StoredMessage:
-        """Store one message of the companion's."""
+        """Store one message of the companion's; with `answers_through`, mark the person's
+        waiting messages up to that id answered in the same transaction."""
         embedding = await self._embedding(text) if status == "stored" else None
         async with self._sessions.begin() as db:
             row = Message(
@@ -254,25 +256,10 @@ class SqlConversationStore:
                 .where(SessionRow.id == session_id, SessionRow.user_id == user_id)
                 .values(last_message_at=func.greatest(SessionRow.last_message_at, now))
             )
+            if answers_through is not None:
+                await db.execute(_answered(user_id, session_id, answers_through))
             await db.flush()
             return to_message(row)
-
-    async def mark_answered_through(
-        self, *, user_id: int, session_id: int, message_id: int
-    ) -> None:
-        """Mark the session's waiting inbound messages up to `message_id` answered."""
-        async with self._sessions.begin() as db:
-            await db.execute(
-                update(Message)
-                .where(
-                    Message.user_id == user_id,
-                    Message.session_id == session_id,
-                    Message.role == "user",
-                    Message.id <= message_id,
-                    Message.status.in_(("stored", "unanswered")),
-                )
-                .values(status="answered")
-            )
 
     async def close_idle_sessions(
         self, *, now: datetime, idle_gap: timedelta, limit: int = 500
@@ -293,26 +280,6 @@ class SqlConversationStore:
                 .values(closed_at=SessionRow.last_message_at, extraction_due=True)
             )
         return int(getattr(result, "rowcount", 0) or 0)
-
-    async def pending_extraction(self, *, user_id: int, session_id: int) -> int:
-        """How many of the person's messages in the session are past its watermark."""
-        watermark = (
-            select(func.coalesce(SessionRow.extracted_through, 0))
-            .where(SessionRow.id == session_id, SessionRow.user_id == user_id)
-            .scalar_subquery()
-        )
-        async with self._sessions() as db:
-            count = await db.scalar(
-                select(func.count())
-                .select_from(Message)
-                .where(
-                    Message.user_id == user_id,
-                    Message.session_id == session_id,
-                    Message.role == "user",
-                    Message.id > watermark,
-                )
-            )
-        return int(count or 0)
 
     async def mark_message(self, *, user_id: int, message_id: int, status: str) -> None:
         """Set a message's status (e.g. 'answered', 'unanswered')."""
@@ -454,6 +421,20 @@ class SqlConversationStore:
         async with self._sessions() as db:
             rows = (await db.scalars(select(User).where(User.id.in_(ids)))).all()
         return [to_person(row) for row in rows]
+
+
+def _answered(user_id: int, session_id: int, through: int) -> Any:
+    return (
+        update(Message)
+        .where(
+            Message.user_id == user_id,
+            Message.session_id == session_id,
+            Message.role == "user",
+            Message.id <= through,
+            Message.status.in_(("stored", "unanswered")),
+        )
+        .values(status="answered")
+    )
 
 
 def _usage_columns(usage: TokenUsage | None) -> dict[str, Any]:

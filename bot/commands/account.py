@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from bot.commands.base import ButtonSpec, CommandDeps, make_buttons
 from bot.domain import Document, Reply
+from memory.diary import DiaryRecord, recent_entries
 from memory.erasure import count_person_data, erase_person
 from memory.export import export_person
 from memory.records import Person
@@ -95,7 +96,22 @@ async def diary(deps: CommandDeps, person: Person, args: str) -> Reply:
     """The companion's recent diary entries about the person."""
     if args.strip() and not args.strip().isdigit():
         return Reply("Use /diary or /diary 5 (how many entries).", private=True)
-    return Reply(
-        "No diary yet. Each night after we've talked I'll write a few lines about our day here.",
-        private=True,
-    )
+    count = min(max(int(args.strip() or 3), 1), 10)
+    entries = await recent_entries(deps.sessions, user_id=person.id, limit=count)
+    if not entries:
+        return Reply(
+            "No diary yet. Each night after we've talked I'll write a few lines about our "
+            "day here.",
+            private=True,
+        )
+    return Reply("\n\n".join(_render_entry(entry) for entry in entries), private=True)
+
+
+def _render_entry(entry: DiaryRecord) -> str:
+    """One entry: the date, the lines, and the notes to self."""
+    heading = f"📔 {entry.local_date:%A %-d %B %Y}"
+    if entry.withdrawn:
+        return f"{heading}\n(removed: it mentioned something you asked me to forget)"
+    lines = "\n".join(entry.lines)
+    notes = "\n".join(f"• {note}" for note in entry.notes_to_self)
+    return f"{heading}\n{lines}\nNotes to self:\n{notes}" if notes else f"{heading}\n{lines}"

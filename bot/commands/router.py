@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from bot import metrics
 from bot.conversation import Conversation, handle_message, record_message
 from bot.domain import ButtonPress, IncomingMessage, Reply
 from bot.text import clean_text
@@ -58,23 +59,27 @@ class Router:
     async def handle(self, incoming: IncomingMessage) -> Reply:
         """The reply to one incoming message or command."""
         command = parse_command(clean_text(incoming.text))
-        if command is None:
-            return await handle_message(incoming, conversation=self._conversation)
-        handler = self._handlers.get(command.name)
-        if handler is None:
-            return Reply(
-                f"I don't know the command /{command.name[:32]}. Try /help to see what I can do."
-            )
-        return await handler(incoming, command.args)
+        with metrics.observe_turn(incoming.platform, "message" if command is None else "command"):
+            if command is None:
+                return await handle_message(incoming, conversation=self._conversation)
+            handler = self._handlers.get(command.name)
+            if handler is None:
+                return Reply(
+                    f"I don't know the command /{command.name[:32]}. "
+                    "Try /help to see what I can do."
+                )
+            return await handler(incoming, command.args)
 
     async def record(self, incoming: IncomingMessage) -> None:
         """Store a plain message now; a later `handle` of the burst's last one answers all."""
+        metrics.record_message(incoming.platform, "message")
         await record_message(incoming, conversation=self._conversation)
 
     async def press(self, press: ButtonPress) -> Reply:
         """The reply to a button press; stale or forged actions get a clear message."""
         prefix, _, rest = press.action.partition(":")
         handler = self._press_handlers.get(prefix)
-        if handler is None or len(press.action) > 64:
-            return Reply(STALE_BUTTON)
-        return await handler(press, rest)
+        with metrics.observe_turn(press.platform, "button"):
+            if handler is None or len(press.action) > 64:
+                return Reply(STALE_BUTTON)
+            return await handler(press, rest)

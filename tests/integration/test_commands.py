@@ -4,6 +4,7 @@ asked, clear about bad input, recorded in memory_events, and undoable."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select, text
@@ -299,7 +300,7 @@ async def test_a_memory_notice_after_extraction_with_undo_per_item(
     scripted_llm.tools["record_memories"] = extractor
     await run(core, "my sister Maja and I grew up in Aarhus")
     clock.advance(hours=1)
-    await core.memory.sweep(idle_gap=__import__("datetime").timedelta(minutes=30))
+    await core.memory.sweep(idle_gap=timedelta(minutes=30))
     ((recipient, notice),) = delivery.sent
     assert recipient.chat_id == "chat-alice"
     assert "I noted:" in notice.text and "Maja" in notice.text and "Aarhus" in notice.text
@@ -314,5 +315,5 @@ async def test_a_memory_notice_after_extraction_with_undo_per_item(
     await core.store.update_person(person.id, memory_notices=False)
     await run(core, "my sister visits in Aarhus again")
     clock.advance(hours=1)
-    await core.memory.sweep(idle_gap=__import__("datetime").timedelta(minutes=30))
+    await core.memory.sweep(idle_gap=timedelta(minutes=30))
     assert len(delivery.sent) == 1

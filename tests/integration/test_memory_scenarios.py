@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core
@@ -243,3 +243,29 @@ async def test_in_a_group_nothing_personal_reaches_the_prompt(
     assert [t.content for t in request.turns] == ["hey everyone, what's a good film?"]
     await _turn(core, "back in private")
     assert "diabetes" in scripted_llm.chat_requests[-1].dynamic_system
+
+
+async def test_a_long_session_is_folded_into_a_running_summary(
+    core: Core, scripted_llm: ScriptedLLM, db: async_sessionmaker[AsyncSession]
+) -> None:
+    from bot.llm import LLMRequest
+    from memory.tables import Message
+    from tests.fakes.chat_llm import text
+
+    def answer(request: LLMRequest) -> object:
+        if request.role == "fast":
+            return text("They talked at length about their garden and the tomato harvest.")
+        return text("I see.")
+
+    scripted_llm.default = answer  # type: ignore[assignment]
+    for i in range(12):
+        await _turn(core, f"part {i}: " + "my garden is full of tomatoes this year. " * 60)
+    summaries = [r for r in scripted_llm.requests if r.role == "fast" and not r.force_tool]
+    assert summaries, "the session passed 80% of its budget but was not summarised"
+    await _turn(core, "and the peppers?")
+    last = scripted_llm.chat_requests[-1]
+    assert "<summary>" in last.dynamic_system and "tomato harvest" in last.dynamic_system
+    assert not any(t.content.startswith("part 0:") for t in last.turns)
+    async with db() as s:
+        stored = await s.scalar(select(func.count()).select_from(Message))
+    assert stored == 26  # nothing deleted
