@@ -20,3 +20,11 @@ def test_every_setting_is_documented() -> None:
     expected = {_env_name(name) for name in Settings.model_fields}
     assert expected - documented == set()
     assert documented - expected == set()
+
+
+def test_the_readme_settings_table_lists_every_setting() -> None:
+    readme = (ENV_EXAMPLE.parent / "README.md").read_text()
+    table = set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", readme, re.M))
+    expected = {_env_name(name) for name in Settings.model_fields}
+    assert expected - table == set()
+    assert table - expected == set()
