@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import structlog
 
+from bot import metrics
 from bot.bootstrap import Core, build_core, build_embedder_from, open_database
 from bot.config import Settings, load_settings
 from bot.errors import CompanionError, ConfigurationError
@@ -34,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     roles.add_argument("--no-scheduler", action="store_true", help="do not run proactive jobs")
     roles.add_argument("--scheduler-only", action="store_true", help="run only proactive jobs")
     commands.add_parser("chat", help="talk to the companion in this terminal")
+    commands.add_parser("stats", help="print usage, latency, token and memory figures")
     db = commands.add_parser("db", help="database maintenance")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     db_commands.add_parser("upgrade", help="apply database migrations")
@@ -58,7 +60,8 @@ async def _maintain(core: Core, every: float = 60.0) -> None:
     while True:
         await asyncio.sleep(every)
         try:
-            await core.memory.sweep(idle_gap=gap)
+            with metrics.observe_job("sweep"):
+                await core.memory.sweep(idle_gap=gap)
         except CompanionError as exc:
             log.warning("maintenance.failed", error=type(exc).__name__)
 
@@ -108,12 +111,18 @@ async def _run(settings: Settings, args: argparse.Namespace) -> None:
             if "telegram" in platforms:
                 from adapters.telegram_bot import run_telegram
 
+                core.health.set("telegram", False, "starting")
                 tasks.create_task(run_telegram(core, stop))
             if "discord" in platforms:
                 from adapters.discord_bot import run_discord
 
+                core.health.set("discord", False, "starting")
                 tasks.create_task(run_discord(core, stop))
             tasks.create_task(_maintain_until(core, stop))
+            if settings.ops_http_enabled:
+                from adapters.ops_http import serve_ops
+
+                tasks.create_task(serve_ops(core, stop))
             log.info("run.started", platforms=platforms)
     finally:
         await core.aclose()
@@ -179,6 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(_run(settings, args))
         elif args.command == "db":
             asyncio.run(_db_upgrade(settings))
+        elif args.command == "stats":
+            from adapters.stats import print_stats
+
+            asyncio.run(print_stats(settings))
         elif args.command == "memory":
             asyncio.run(_reembed(settings))
         elif args.command == "discord":

@@ -114,7 +114,11 @@ class AnthropicLLM:
             except AnthropicError as exc:
                 delay = self._retry_delay(exc, attempt)
                 attempt += 1
-                fields = {"model": model, "status": _status(exc), "api_request_id": _request_id(exc)}
+                fields = {
+                    "model": model,
+                    "status": _status(exc),
+                    "api_request_id": _request_id(exc),
+                }
                 if delay is None:
                     metrics.record_llm_failure(model, fields["status"])
                     log.warning("llm.failed", attempts=attempt, **fields)

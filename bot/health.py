@@ -94,10 +94,10 @@ class HealthReport:
         return body
 
 
-async def ping_database(engine: AsyncEngine, timeout: float = DATABASE_TIMEOUT_SECONDS) -> str:
+async def ping_database(engine: AsyncEngine, wait_seconds: float = DATABASE_TIMEOUT_SECONDS) -> str:
     """'ok' after a `SELECT 1` round trip, else why not (error type, never its text)."""
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(wait_seconds):
             async with engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
     except TimeoutError:
@@ -108,10 +108,10 @@ async def ping_database(engine: AsyncEngine, timeout: float = DATABASE_TIMEOUT_S
 
 
 async def check_health(
-    engine: AsyncEngine, health: Health, *, timeout: float = DATABASE_TIMEOUT_SECONDS
+    engine: AsyncEngine, health: Health, *, wait_seconds: float = DATABASE_TIMEOUT_SECONDS
 ) -> HealthReport:
     """Database, adapters and scheduler, with the health gauges updated to match."""
-    database = await ping_database(engine, timeout)
+    database = await ping_database(engine, wait_seconds)
     problems = [] if database == "ok" else [f"database {database}"]
     adapters = {}
     for name, state in sorted(health.states().items()):

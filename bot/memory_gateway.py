@@ -9,10 +9,10 @@ from datetime import timedelta
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot import metrics
 from bot.background import BackgroundTasks
 from bot.commands.base import ButtonSpec, CommandDeps, make_buttons
 from bot.domain import Reply
-from bot import metrics
 from bot.errors import DeliveryFailed
 from bot.llm import LLM, ToolCall, ToolSpec
 from bot.outbound import Outbound

@@ -60,6 +60,7 @@ class DiscordBot:
         may outlive `close()` when the bot stops within seconds of starting.
         """
         self._core.outbound.register(self.delivery)
+        self._core.health.set("discord", True, "connected")
         log.info("discord.connected", shards=getattr(self.client, "shard_ids", None))
 
     async def on_resumed(self) -> None:
@@ -97,6 +98,7 @@ async def run_discord(core: Core, stop: asyncio.Event) -> None:
             finally:
                 stopping.cancel()
                 core.outbound.unregister(bot.delivery.platform)
+                core.health.set("discord", False, "disconnected")
                 await bot.client.close()
                 await _stopped(connection)
     log.info("discord.stopped")

@@ -165,6 +165,7 @@ class TelegramAdapter:
             await self.stop()
             raise
         self._core.outbound.register(self.delivery)
+        self._core.health.set("telegram", True, "connected")
         log.info("telegram.started", mode=self._settings.telegram_mode, bot_id=app.bot.id)
 
     async def stop(self) -> None:
@@ -177,6 +178,7 @@ class TelegramAdapter:
         if self._handlers is not None:
             await self._handlers.drain()
         self._core.outbound.unregister(self.delivery.platform)
+        self._core.health.set("telegram", False, "disconnected")
         await app.shutdown()
         log.info("telegram.stopped")
 
