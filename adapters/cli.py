@@ -174,9 +174,32 @@ async def _sync_discord_commands(settings: Settings) -> None:
     print(f"registered {await sync_commands(settings)} slash commands with Discord")
 
 
+def _first_companion_error(group: BaseExceptionGroup[BaseException]) -> CompanionError | None:
+    """The first of our errors inside a task group's failure, if any."""
+    for exc in group.exceptions:
+        if isinstance(exc, CompanionError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_companion_error(exc)
+            if found is not None:
+                return found
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `companion` console script."""
     args = _parser().parse_args(argv)
+    try:
+        return _main(args)
+    except BaseExceptionGroup as group:
+        error = _first_companion_error(group)
+        if error is None:
+            raise
+        print(f"companion: {error}", file=sys.stderr)
+        return 2 if isinstance(error, ConfigurationError) else 1
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
         interactive = args.command == "chat" or (args.command == "run" and sys.stdin.isatty())

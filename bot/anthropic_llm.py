@@ -35,6 +35,9 @@ log = structlog.get_logger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
 
+GARBLED = (ValueError, TypeError, AttributeError, KeyError)
+"""What parsing a truncated or malformed response body raises (JSON errors are ValueErrors)."""
+
 CONVERSATION_START = "(The conversation starts.)"
 """Stands in for the user when a conversation opens with the assistant (e.g. a check-in)."""
 
@@ -70,8 +73,7 @@ class AnthropicLLM:
         """Ask the model, retrying transient failures; `LLMUnavailable` when it cannot."""
         model = self._models[request.role]
         started = time.monotonic()
-        message = await self._with_retries(lambda: self._send(request, model), model)
-        completion = to_completion(message)
+        completion = await self._with_retries(lambda: self._send(request, model), model)
         _check_forced_tool(request, completion)
         elapsed = time.monotonic() - started
         metrics.record_llm_call(completion.model, elapsed, completion.usage)
@@ -93,11 +95,11 @@ class AnthropicLLM:
         """Close the HTTP connections."""
         await self._client.close()
 
-    async def _send(self, request: LLMRequest, model: str) -> Message:
+    async def _send(self, request: LLMRequest, model: str) -> Completion:
         tool_choice: ToolChoiceToolParam | None = (
             {"type": "tool", "name": request.force_tool} if request.force_tool else None
         )
-        return await self._client.messages.create(
+        message = await self._client.messages.create(
             model=model,
             max_tokens=request.max_tokens,
             system=build_system(request),
@@ -105,26 +107,37 @@ class AnthropicLLM:
             tools=build_tools(request) or omit,
             tool_choice=tool_choice or omit,
         )
+        return to_completion(message)
 
-    async def _with_retries(self, send: Callable[[], Awaitable[Message]], model: str) -> Message:
+    async def _with_retries(
+        self, send: Callable[[], Awaitable[Completion]], model: str
+    ) -> Completion:
         attempt = 0
         while True:
             try:
                 return await send()
-            except AnthropicError as exc:
-                delay = self._retry_delay(exc, attempt)
+            except (AnthropicError, *GARBLED) as exc:
                 attempt += 1
-                fields = {
-                    "model": model,
-                    "status": _status(exc),
-                    "api_request_id": _request_id(exc),
-                }
-                if delay is None:
-                    metrics.record_llm_failure(model, fields["status"])
-                    log.warning("llm.failed", attempts=attempt, **fields)
-                    raise LLMUnavailable(_describe(exc)) from exc
-                log.warning("llm.retry", attempt=attempt, delay_s=round(delay, 3), **fields)
+                delay = self._delay_or_raise(exc, attempt, model)
             await self._sleep(delay)
+
+    def _delay_or_raise(self, exc: Exception, attempt: int, model: str) -> float:
+        """How long to wait before attempt `attempt + 1`; raises ours when giving up."""
+        if isinstance(exc, AnthropicError):
+            delay = self._retry_delay(exc, attempt - 1)
+            fields = {"model": model, "status": _status(exc), "api_request_id": _request_id(exc)}
+            error: LLMUnavailable = LLMUnavailable(_describe(exc))
+        else:
+            # A truncated or malformed body: transient, like a dropped connection.
+            delay = self._backoff_delay(attempt - 1) if attempt <= self._max_retries else None
+            fields = {"model": model, "status": "malformed", "api_request_id": None}
+            error = LLMBadOutput(f"malformed answer: {type(exc).__name__}")
+        if delay is None:
+            metrics.record_llm_failure(model, fields["status"])
+            log.warning("llm.failed", attempts=attempt, **fields)
+            raise error from exc
+        log.warning("llm.retry", attempt=attempt, delay_s=round(delay, 3), **fields)
+        return delay
 
     def _retry_delay(self, exc: AnthropicError, attempt: int) -> float | None:
         """Seconds to wait before the next attempt, or None to give up."""
@@ -134,6 +147,9 @@ class AnthropicLLM:
             retry_after = _parse_seconds(exc.response.headers.get("retry-after"))
             if retry_after is not None:
                 return min(retry_after, self._max_retry_after)
+        return self._backoff_delay(attempt)
+
+    def _backoff_delay(self, attempt: int) -> float:
         ceiling = min(self._backoff * 2**attempt, self._max_backoff)
         return random.uniform(ceiling / 2, ceiling)
 

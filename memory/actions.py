@@ -7,6 +7,7 @@ pressed it. Someone else's token, an expired one or a used single-use one is unk
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from memory.tables import ButtonAction
 
 DEFAULT_TTL = timedelta(days=7)
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,24}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,8 @@ class SqlActionStore:
 
     async def resolve(self, user_id: int, token: str, *, now: datetime) -> Action | None:
         """The action behind `token` for this person, or None (unknown, expired, used)."""
+        if not _TOKEN.fullmatch(token):
+            return None  # forged: not even the shape of one of ours
         async with self._sessions.begin() as db:
             row = await db.scalar(
                 select(ButtonAction)

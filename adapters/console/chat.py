@@ -69,7 +69,7 @@ class ConsoleChat:
 
     async def _answer(self, line: str) -> None:
         choice = line.strip()
-        if choice.isdigit() and 1 <= int(choice) <= len(self._buttons):
+        if choice.isascii() and choice.isdecimal() and 1 <= int(choice) <= len(self._buttons):
             action = self._buttons[int(choice) - 1].action
             reply = await self._core.router.press(
                 ButtonPress(PLATFORM, self._user, action, chat_id=PLATFORM)

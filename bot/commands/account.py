@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from bot.commands.base import ButtonSpec, CommandDeps, make_buttons
+from bot.commands.base import ButtonSpec, CommandDeps, is_number, make_buttons
 from bot.domain import Document, Reply
 from memory.diary import DiaryRecord, recent_entries
 from memory.erasure import count_person_data, erase_person
@@ -94,7 +94,7 @@ async def erase(deps: CommandDeps, person: Person) -> Reply:
 
 async def diary(deps: CommandDeps, person: Person, args: str) -> Reply:
     """The companion's recent diary entries about the person."""
-    if args.strip() and not args.strip().isdigit():
+    if args.strip() and not is_number(args.strip()):
         return Reply("Use /diary or /diary 5 (how many entries).", private=True)
     count = min(max(int(args.strip() or 3), 1), 10)
     entries = await recent_entries(deps.sessions, user_id=person.id, limit=count)

@@ -88,4 +88,9 @@ def parse_label(text: str) -> int | None:
     """'m12' or 'M12' or '12' → 12; anything else → None."""
     raw = text.strip().lower().removeprefix("#")
     raw = raw[1:] if raw.startswith("m") else raw
-    return int(raw) if raw.isdigit() and len(raw) < 9 else None
+    return int(raw) if is_number(raw) and len(raw) < 9 else None
+
+
+def is_number(text: str) -> bool:
+    """Plain ASCII digits only ('²' and '٣' are digits to Python, not to us)."""
+    return text.isascii() and text.isdecimal()

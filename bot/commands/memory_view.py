@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from bot.commands.base import ButtonSpec, CommandDeps, make_buttons, parse_label
+from bot.commands.base import ButtonSpec, CommandDeps, is_number, make_buttons, parse_label
 from bot.domain import Reply
 from memory.items import MemoryItem
 from memory.records import Person
@@ -148,7 +148,7 @@ async def memory_command(deps: CommandDeps, person: Person, args: str) -> Reply:
     word = args.strip().lower()
     if not word:
         return await memory_page(deps, person)
-    if word.isdigit() and len(word) < 6:
+    if is_number(word) and len(word) < 6:
         return await memory_page(deps, person, page=int(word))
     if word in TIER_WORDS:
         return await memory_page(deps, person, tier=TIER_WORDS[word])
