@@ -13,9 +13,9 @@ from typing import Any, cast
 import discord
 import structlog
 
-from adapters.discord_bot.inflight import InFlight
 from adapters.discord_bot.messages import PLATFORM, SORRY
 from adapters.discord_bot.rendering import Interaction, answer_interaction, has_content
+from adapters.inflight import InFlight
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.domain import ButtonPress, IncomingMessage, Reply

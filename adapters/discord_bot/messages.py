@@ -17,8 +17,8 @@ import discord
 import structlog
 
 from adapters.bursts import BurstCoalescer
-from adapters.discord_bot.inflight import InFlight
 from adapters.discord_bot.rendering import has_content, send_to_channel
+from adapters.inflight import InFlight
 from adapters.ratelimit import RATE_LIMITED, RateLimiter
 from bot.bootstrap import Core
 from bot.domain import IncomingMessage, Reply

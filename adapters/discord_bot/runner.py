@@ -13,11 +13,11 @@ import structlog
 
 from adapters.discord_bot.connection import build_client, discord_token, pointed_at
 from adapters.discord_bot.delivery import DiscordDelivery
-from adapters.discord_bot.inflight import InFlight
 from adapters.discord_bot.interactions import InteractionHandler
 from adapters.discord_bot.messages import MessageHandler
 from adapters.discord_bot.rendering import ActionButton
 from adapters.discord_bot.slash_commands import command_tree
+from adapters.inflight import InFlight
 from adapters.ratelimit import RateLimiter
 from bot.bootstrap import Core
 from bot.errors import CompanionError, ConfigurationError

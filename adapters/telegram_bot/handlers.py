@@ -20,10 +20,10 @@ from telegram.error import Forbidden, TelegramError
 from telegram.ext import ContextTypes
 
 from adapters.bursts import BurstCoalescer
+from adapters.inflight import InFlight
 from adapters.ratelimit import RATE_LIMITED, RateLimiter
 from adapters.telegram_bot.inbound import PLATFORM, BotIdentity, Inbound, read_edit, read_message
 from adapters.telegram_bot.outbound import TelegramSender
-from adapters.telegram_bot.processing import InFlight
 from bot.bootstrap import Core
 from bot.commands.catalog import COMMANDS
 from bot.domain import ButtonPress, IncomingMessage, Reply
@@ -41,6 +41,8 @@ OPEN_PRIVATE_CHAT = (
     "https://t.me/{username} — press Start, then ask me there."
 )
 MAX_LIMITED_NOTICES = 10_000
+DRAIN_SECONDS = 30.0
+"""How long a stop waits for turns still being answered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,13 +185,13 @@ class TelegramHandlers:
     async def drain(self) -> None:
         """Answer every waiting burst now and wait for answers still being written."""
         await self._bursts.flush()
-        await self._inflight.wait()
+        await self._inflight.wait(DRAIN_SECONDS)
 
     # Turns
 
     async def _command(self, inbound: Inbound, target: Target) -> None:
         assert inbound.command is not None
-        async with self._inflight.track():
+        with self._inflight.track():
             reply = await self._core.router.handle(inbound.incoming)
             personal = inbound.command.name in PERSONAL_COMMANDS
             await self._deliver(target, reply, personal=personal)
@@ -198,7 +200,7 @@ class TelegramHandlers:
         await self._core.router.record(turn.incoming)
 
     async def _answer_turn(self, turn: Turn) -> None:
-        async with self._inflight.track():
+        with self._inflight.track():
             try:
                 async with self._typing(turn.target.chat_id):
                     reply = await self._core.router.handle(turn.incoming)

@@ -4,8 +4,7 @@ a count of work in flight so a stop can wait for it."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,31 +57,3 @@ class PerPersonUpdateProcessor(BaseUpdateProcessor):
 
     async def shutdown(self) -> None:
         """Nothing to release."""
-
-
-class InFlight:
-    """Counts running pieces of work; `wait` returns once none is left."""
-
-    def __init__(self) -> None:
-        self._count = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
-
-    def __len__(self) -> int:
-        return self._count
-
-    @contextlib.asynccontextmanager
-    async def track(self) -> AsyncIterator[None]:
-        """Count the block as in flight while it runs."""
-        self._count += 1
-        self._idle.clear()
-        try:
-            yield
-        finally:
-            self._count -= 1
-            if self._count == 0:
-                self._idle.set()
-
-    async def wait(self) -> None:
-        """Return once nothing is in flight."""
-        await self._idle.wait()

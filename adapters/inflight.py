@@ -1,4 +1,5 @@
-"""Turns being answered right now, so a shutdown can let them finish first."""
+"""Turns being answered right now, so a shutdown can let them finish first (shared by
+the platform adapters)."""
 
 from __future__ import annotations
 
