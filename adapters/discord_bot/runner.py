@@ -48,6 +48,7 @@ class DiscordBot:
             self.interactions.on_interaction,
             self.interactions.on_companion_press,
             self.on_connect,
+            self.on_disconnect,
             self.on_resumed,
             self.on_error,
         ):
@@ -63,8 +64,14 @@ class DiscordBot:
         self._core.health.set("discord", True, "connected")
         log.info("discord.connected", shards=getattr(self.client, "shard_ids", None))
 
+    async def on_disconnect(self) -> None:
+        """The gateway connection dropped; discord.py reconnects (and resumes) on its own."""
+        self._core.health.set("discord", False, "reconnecting")
+        log.info("discord.disconnected")
+
     async def on_resumed(self) -> None:
-        """Log a resumed gateway session (missed events are replayed by Discord)."""
+        """A dropped session resumed (missed events are replayed by Discord)."""
+        self._core.health.set("discord", True, "connected")
         log.info("discord.resumed")
 
     async def on_error(self, event: str, *args: Any, **kwargs: Any) -> None:
