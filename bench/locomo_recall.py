@@ -5,6 +5,8 @@ own inbound path (`SqlConversationStore.record_inbound`, WordLlama embeddings) i
 embedded PostgreSQL. Every question of categories 1–4 is then asked through `recall`
 (messages only); recall@k is the mean fraction of a question's evidence turns among the
 top k. Full-text-only and vector-only rankings over the same SQL are the baselines.
+With `COMPANION_BENCH_OUT` naming a directory, the recall@1..20 curves of the default,
+BM25 and vector rankings are written there as `locomo_recall.json`.
 
 Run: `python -m bench.locomo_recall [path/to/locomo.json]`.
 """
@@ -13,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,9 @@ from memory.retrieval import DEFAULT_TUNING, Mode, Tuning, recall
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo-dev.json"
 CATEGORIES = (1, 2, 3, 4)
 CUTOFFS = (5, 10, 20)
+CURVE = tuple(range(1, 21))  # every cutoff of the JSON curves
+OUT_ENV = "COMPANION_BENCH_OUT"
+OUT_FILE = "locomo_recall.json"
 SESSION_KEY = re.compile(r"session_(\d+)")
 EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
 
@@ -130,8 +136,8 @@ async def evaluate(
     mode: Mode,
     tuning: Tuning = DEFAULT_TUNING,
 ) -> dict[int, list[float]]:
-    """Per cutoff, the evidence recall of every question, in question order."""
-    scores: dict[int, list[float]] = {k: [] for k in CUTOFFS}
+    """Per cutoff 1..20, the evidence recall of every question, in question order."""
+    scores: dict[int, list[float]] = {k: [] for k in CURVE}
     for conversation, user_id in people:
         now = conversation.turns[-1].at + timedelta(days=1)
         for question in conversation.questions:
@@ -140,14 +146,14 @@ async def evaluate(
                 embedder,
                 user_id=user_id,
                 query=question.text,
-                k=max(CUTOFFS),
+                k=max(CURVE),
                 now=now,
                 include_memories=False,
                 mode=mode,
                 tuning=tuning,
             )
             ids = [r.platform_message_id for r in found]
-            for k in CUTOFFS:
+            for k in CURVE:
                 hits = question.evidence.intersection(ids[:k])
                 scores[k].append(len(hits) / len(question.evidence))
     return scores
@@ -169,19 +175,28 @@ def by_category(
     }
 
 
-PER_TURN = Tuning(neighbour_1=0.0, neighbour_2=0.0)
+PLAIN = replace(DEFAULT_TUNING, coverage_weight=0.0, feedback_docs=0)
+PER_TURN = replace(PLAIN, neighbour_1=0.0, neighbour_2=0.0)
+PREVIOUS = replace(PLAIN, centre_vectors=False, message_vector_weight=0.25)
 RANKINGS: dict[str, tuple[Mode, Tuning]] = {
     "hybrid": ("hybrid", DEFAULT_TUNING),
     "bm25": ("text", PER_TURN),
-    "vector": ("vector", DEFAULT_TUNING),
-    "bm25+nbrs": ("text", DEFAULT_TUNING),
-    "hybrid-nbrs": ("hybrid", PER_TURN),
+    "vector": ("vector", replace(DEFAULT_TUNING, centre_vectors=False)),
+    "vector-ctr": ("vector", DEFAULT_TUNING),
+    "bm25+nbrs": ("text", PLAIN),
+    "hybrid-prev": ("hybrid", PREVIOUS),
+    "hybrid-prf": ("hybrid", replace(DEFAULT_TUNING, feedback_docs=0)),
+    "hybrid-nbrs": ("hybrid", replace(DEFAULT_TUNING, neighbour_1=0.0, neighbour_2=0.0)),
 }
 LEGEND = (
-    "hybrid       the default recall: RRF of vector and BM25, neighbour turns share text scores",
+    "hybrid       the default recall: RRF of centred cosine and BM25 (neighbour turns share",
+    "             text scores) plus query-term coverage, then pseudo-relevance feedback",
     "bm25         full text only, each turn on its own (english stems, IDF from the person)",
     "vector       WordLlama cosine only",
+    "vector-ctr   WordLlama cosine after removing the person's mean message vector",
     "bm25+nbrs    full text only, with the neighbour sharing",
+    "hybrid-prev  the previous default: no centring, coverage or feedback",
+    "hybrid-prf   the default without pseudo-relevance feedback",
     "hybrid-nbrs  the default without neighbour sharing",
 )
 
@@ -210,7 +225,22 @@ async def run(path: Path) -> dict[str, dict[int, list[float]]]:
             await engine.dispose()
             server.stop()
     _report(people, results, timings, ingest_seconds)
+    out = os.environ.get(OUT_ENV)
+    if out:
+        write_curves(Path(out), results)
     return results
+
+
+def write_curves(directory: Path, results: dict[str, dict[int, list[float]]]) -> Path:
+    """`locomo_recall.json` in `directory`: mean recall@1..20 of hybrid, bm25 and vector."""
+    directory.mkdir(parents=True, exist_ok=True)
+    curves = {
+        name: {str(k): round(mean(results[name][k]), 4) for k in CURVE}
+        for name in ("hybrid", "bm25", "vector")
+    }
+    path = directory / OUT_FILE
+    path.write_text(json.dumps({"recall_at_k": curves}, indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 def _report(

@@ -4,9 +4,14 @@ One SQL statement ranks the person's own rows two ways, exactly (no approximate 
 pgvector cosine similarity and BM25 over the english tsvector, with IDF taken from the
 person's own rows and OR semantics over the query's stemmed, stop-word-free terms. A
 message's scores also borrow from its neighbours in the same session, because a reply
-("yes, it went great") is about what the turn before it said. Python then fuses the
-ranks by reciprocal rank, weights memories by importance, confidence and recency, and
-puts the conversation log below memories.
+("yes, it went great") is about what the turn before it said. Message cosines are taken
+after removing the person's mean message vector (static word embeddings share a large
+common direction, e.g. the speaker's name on every turn), and every row also reports its
+coverage: the IDF-weighted share of the query's terms found in it (and, for a message, in
+the turns either side). Python then fuses the ranks by reciprocal rank plus coverage,
+weights memories by importance, confidence and recency, and puts the conversation log
+below memories. Finally, pseudo-relevance feedback: the best few messages lend their most
+distinctive terms to the query at a lower weight and the statement runs once more.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ class Tuning:
     min_similarity: float = 0.2  # cosine below this is not a vector match at all
     text_weight: float = 1.0
     memory_vector_weight: float = 1.0
-    message_vector_weight: float = 0.25
+    message_vector_weight: float = 0.35
     message_weight: float = 0.6
     neighbour_1: float = 0.5
     neighbour_2: float = 0.25
@@ -50,6 +55,12 @@ class Tuning:
     recency_half_life_days: float = 60.0
     recency_floor: float = 0.7
     candidates: int = 50
+    centre_vectors: bool = True  # message cosine after removing the person's mean vector
+    centre_prior: float = 20.0  # the mean is shrunk by n / (n + prior) for short histories
+    coverage_weight: float = 0.3  # in units of a first-place RRF vote
+    feedback_docs: int = 4  # pseudo-relevance feedback from this many best messages; 0 = off
+    feedback_terms: int = 10
+    feedback_weight: float = 0.2  # of the best expansion term, relative to a query term
 
 
 DEFAULT_TUNING = Tuning()
@@ -91,6 +102,7 @@ class Candidate:
     event_at: datetime | None = None
     role: str | None = None
     platform_message_id: str | None = None
+    coverage: float = 0.0
 
 
 def rrf_score(ranks: Iterable[tuple[int | None, float]], k: float) -> float:
@@ -122,6 +134,8 @@ def fused_score(candidate: Candidate, *, mode: Mode, tuning: Tuning, now: dateti
     if mode in ("hybrid", "text"):
         lists.append((candidate.text_rank, tuning.text_weight))
     score = rrf_score(lists, tuning.rrf_k)
+    if score > 0.0 and mode != "vector":
+        score += tuning.coverage_weight * candidate.coverage / (tuning.rrf_k + 1)
     if is_message:
         return score * tuning.message_weight
     recency = recency_factor(
@@ -170,18 +184,29 @@ def clean_query(query: str) -> str:
 # The statement is assembled from these constant fragments only; the query text, its
 # vector and every id travel as bound parameters. The query's terms are its english
 # lexemes (stemmed, no stop words); `any_term` ORs them, each quoted as a literal lexeme,
-# so no user text is ever parsed as tsquery syntax.
+# so no user text is ever parsed as tsquery syntax. On the feedback pass the lexemes of
+# the `:feedback` messages (the person's own, by id) join as candidate expansion terms;
+# each side then keeps its `:fb_terms` most distinctive ones (tf / length times IDF),
+# weighted `:fb_weight` relative to the best of them, and drops the rest.
 _QUERY = r"""
 q_terms AS MATERIALIZED (
     SELECT coalesce(array_agg(DISTINCT lexeme), '{}') AS lexemes
     FROM unnest(to_tsvector('english', :qtext))
 ),
+fb_terms AS MATERIALIZED (
+    SELECT t.lexeme, sum(coalesce(cardinality(t.positions), 1)
+                         / CAST(greatest(length(f.tsv), 1) AS float8)) AS tfn
+    FROM messages AS f CROSS JOIN q_terms AS qt CROSS JOIN LATERAL unnest(f.tsv) AS t
+    WHERE f.user_id = :uid AND f.id = ANY (:feedback) AND t.lexeme <> ALL (qt.lexemes)
+    GROUP BY t.lexeme
+),
 q AS MATERIALIZED (
-    SELECT CAST(:qvec AS vector) AS vec, lexemes,
+    SELECT CAST(:qvec AS vector) AS vec, lexemes, all_lexemes,
            CAST(nullif(array_to_string(ARRAY(
                SELECT '''' || replace(replace(l, '\', '\\'), '''', '''''') || ''''
-               FROM unnest(lexemes) AS l), ' | '), '') AS tsquery) AS any_term
-    FROM q_terms
+               FROM unnest(all_lexemes) AS l), ' | '), '') AS tsquery) AS any_term
+    FROM (SELECT lexemes, lexemes || ARRAY(SELECT lexeme FROM fb_terms) AS all_lexemes
+          FROM q_terms) AS qa
 )"""
 
 _BM25 = """
@@ -193,34 +218,74 @@ _BM25 = """
 ),
 {p}_hits AS (
     SELECT d.id, t.lexeme, coalesce(cardinality(t.positions), 1) AS tf, length(d.tsv) AS dl
-    FROM {p}_docs AS d CROSS JOIN q CROSS JOIN LATERAL unnest(d.tsv) AS t
-    WHERE d.tsv @@ q.any_term AND t.lexeme = ANY (q.lexemes)
+    FROM {p}_docs AS d CROSS JOIN q
+    CROSS JOIN LATERAL unnest(ts_filter(setweight(d.tsv, 'A', q.all_lexemes), '{{a}}')) AS t
+    WHERE d.tsv @@ q.any_term
+),
+{p}_idf AS (
+    SELECT l AS lexeme, l = ANY (q.lexemes) AS original,
+           ln(1 + (s.n - coalesce(f.df, 0) + 0.5) / (coalesce(f.df, 0) + 0.5)) AS idf
+    FROM q CROSS JOIN unnest(q.all_lexemes) AS l CROSS JOIN {p}_stats AS s
+    LEFT JOIN (SELECT lexeme, count(*) AS df FROM {p}_hits GROUP BY lexeme) AS f
+           ON f.lexeme = l
+),
+{p}_expansion AS (
+    SELECT i.lexeme, i.idf, fb.tfn * i.idf AS strength,
+           row_number() OVER (ORDER BY fb.tfn * i.idf DESC, i.lexeme) AS place
+    FROM {p}_idf AS i JOIN fb_terms AS fb USING (lexeme)
+    WHERE NOT i.original
+),
+{p}_weights AS (
+    SELECT lexeme, idf, CAST(1 AS float8) AS weight FROM {p}_idf WHERE original
+    UNION ALL
+    SELECT lexeme, idf, CAST(:fb_weight AS float8) * strength / max(strength) OVER ()
+    FROM {p}_expansion WHERE place <= :fb_terms
 ),
 {p}_bm25 AS (
     SELECT h.id,
-           sum(ln(1 + (s.n - f.df + 0.5) / (f.df + 0.5))
-               * h.tf * (s.k1 + 1) / (h.tf + s.k1 * (1 - s.b + s.b * h.dl / s.avgdl))) AS score
-    FROM {p}_hits AS h
-    JOIN (SELECT lexeme, count(*) AS df FROM {p}_hits GROUP BY lexeme) AS f USING (lexeme)
-    CROSS JOIN {p}_stats AS s
+           sum(w.weight * w.idf
+               * h.tf * (s.k1 + 1) / (h.tf + s.k1 * (1 - s.b + s.b * h.dl / s.avgdl))) AS score,
+           array_agg(h.lexeme) FILTER (WHERE w.weight = 1) AS matched
+    FROM {p}_hits AS h JOIN {p}_weights AS w USING (lexeme) CROSS JOIN {p}_stats AS s
     GROUP BY h.id
+),
+{p}_query_idf AS (
+    SELECT greatest(sum(idf), 1e-9) AS total FROM {p}_idf WHERE original
 )"""
 
+# Centred cosine without vector arithmetic: with unit rows d, q and the (shrunk) mean m,
+# cos(d - m, q - m) = (d.q - d.m - q.m + m.m) / sqrt((1 - 2 d.m + m.m)(1 - 2 q.m + m.m)).
 _MESSAGES = (
     """
+m_mean AS MATERIALIZED (
+    SELECT CAST(:centre AS float8) * count(embedding) / (count(embedding) + :centre_prior)
+               AS shrink, avg(embedding) AS mu
+    FROM messages WHERE user_id = :uid AND status <> 'apology'
+),
+m_centre AS MATERIALIZED (
+    SELECT c.shrink, coalesce(-(q.vec <#> c.mu), 0) * c.shrink AS qm,
+           coalesce(-(c.mu <#> c.mu), 0) * c.shrink * c.shrink AS mm
+    FROM m_mean AS c CROSS JOIN q
+),
 m_docs AS MATERIALIZED (
-    SELECT m.id, m.session_id, m.tsv, coalesce(1 - (m.embedding <=> q.vec), -1) AS v
-    FROM messages AS m CROSS JOIN q
+    SELECT m.id, m.session_id, m.tsv, coalesce(1 - (m.embedding <=> q.vec), -1) AS v,
+           coalesce(-(m.embedding <#> q.vec), 0) AS dq,
+           coalesce(-(m.embedding <#> c.mu), 0) * c.shrink AS dm
+    FROM messages AS m CROSS JOIN q CROSS JOIN m_mean AS c
     WHERE m.user_id = :uid AND m.status <> 'apology'
 ),"""
     + _BM25.format(p="m")
     + """,
 m_scored AS (
-    SELECT d.id, d.session_id, d.v, coalesce(b.score, 0) AS t
-    FROM m_docs AS d LEFT JOIN m_bm25 AS b USING (id)
+    SELECT d.id, d.session_id, d.v,
+           (d.dq - d.dm - c.qm + c.mm)
+               / sqrt(greatest((1 - 2 * d.dm + c.mm) * (1 - 2 * c.qm + c.mm), 1e-12)) AS cv,
+           coalesce(b.score, 0) AS t, coalesce(b.matched, '{}') AS matched
+    FROM m_docs AS d LEFT JOIN m_bm25 AS b USING (id) CROSS JOIN m_centre AS c
 ),
 m_spread AS (
-    SELECT id, v,
+    SELECT id, v, cv, matched,
+           lag(matched, 1, '{}') OVER w || lead(matched, 1, '{}') OVER w AS near,
            t + CAST(:n1 AS float8) * (coalesce(lag(t, 1) OVER w, 0)
                                       + coalesce(lead(t, 1) OVER w, 0))
              + CAST(:n2 AS float8) * (coalesce(lag(t, 2) OVER w, 0)
@@ -229,10 +294,21 @@ m_spread AS (
 ),
 m_ranked AS (
     SELECT id,
-           CASE WHEN v >= s.min_sim THEN row_number() OVER (ORDER BY v DESC, id DESC) END
+           CASE WHEN v >= s.min_sim
+                THEN row_number() OVER (ORDER BY v >= s.min_sim DESC, cv DESC, id DESC) END
                AS vrank,
-           CASE WHEN t > 0 THEN row_number() OVER (ORDER BY t DESC, id DESC) END AS trank
-    FROM m_spread CROSS JOIN m_stats AS s WHERE id <> ALL (:exclude)
+           CASE WHEN t > 0 THEN row_number() OVER (ORDER BY t DESC, id DESC) END AS trank,
+           matched || near AS window_terms
+    FROM m_spread CROSS JOIN m_stats AS s
+    WHERE id <> ALL (:exclude)
+),
+m_top AS MATERIALIZED (
+    SELECT r.id, r.vrank, r.trank,
+           coalesce((SELECT sum(i.idf) FROM m_idf AS i
+                     WHERE i.original AND i.lexeme = ANY (r.window_terms)), 0) / qi.total
+               AS coverage
+    FROM m_ranked AS r CROSS JOIN m_query_idf AS qi
+    WHERE r.vrank <= :n OR r.trank <= :n
 )"""
 )
 
@@ -250,8 +326,11 @@ k_ranked AS (
            CASE WHEN d.v >= s.min_sim
                 THEN row_number() OVER (ORDER BY d.v DESC, d.id DESC) END AS vrank,
            CASE WHEN b.score > 0
-                THEN row_number() OVER (ORDER BY coalesce(b.score, 0) DESC, d.id DESC) END AS trank
+                THEN row_number() OVER (ORDER BY coalesce(b.score, 0) DESC, d.id DESC) END AS trank,
+           coalesce((SELECT sum(i.idf) FROM k_idf AS i
+                     WHERE i.original AND i.lexeme = ANY (b.matched)) / qi.total, 0) AS coverage
     FROM k_docs AS d LEFT JOIN k_bm25 AS b USING (id) CROSS JOIN k_stats AS s
+    CROSS JOIN k_query_idf AS qi
 )"""
 )
 
@@ -259,15 +338,17 @@ _SELECT_MESSAGES = """
 SELECT 'message' AS kind, m.id, r.vrank AS vector_rank, r.trank AS text_rank,
        m.content, m.created_at,
        NULL::int AS short_id, NULL AS tier, NULL AS category, NULL::float AS importance,
-       NULL::float AS confidence, NULL::timestamptz AS event_at, m.role, m.platform_message_id
-FROM m_ranked AS r JOIN messages AS m ON m.id = r.id
-WHERE m.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n)"""
+       NULL::float AS confidence, NULL::timestamptz AS event_at, m.role, m.platform_message_id,
+       CAST(r.coverage AS float8) AS coverage
+FROM m_top AS r CROSS JOIN LATERAL (
+    SELECT * FROM messages AS one WHERE one.user_id = :uid AND one.id = r.id
+) AS m"""
 
 _SELECT_MEMORIES = """
 SELECT 'memory' AS kind, k.id, r.vrank AS vector_rank, r.trank AS text_rank,
        k.content, k.created_at,
        k.short_id, k.tier, k.category, k.importance, k.confidence, k.event_at,
-       NULL AS role, NULL AS platform_message_id
+       NULL AS role, NULL AS platform_message_id, CAST(r.coverage AS float8) AS coverage
 FROM k_ranked AS r JOIN memories AS k ON k.id = r.id
 WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n)"""
 
@@ -282,7 +363,7 @@ def _statement(*, messages: bool, memories: bool, dim: int) -> Any:
         ctes.append(_MEMORIES)
         selects.append(_SELECT_MEMORIES)
     sql = "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(selects)
-    binds = [bindparam("qvec", type_=Vector(dim))]
+    binds = [bindparam("qvec", type_=Vector(dim)), bindparam("feedback", type_=ARRAY(BigInteger))]
     if messages:
         binds.append(bindparam("exclude", type_=ARRAY(BigInteger)))
     return text(sql).bindparams(*binds)
@@ -299,8 +380,13 @@ async def candidates(
     exclude_message_ids: Collection[int] = (),
     per_list: int = 50,
     tuning: Tuning = DEFAULT_TUNING,
+    feedback_message_ids: Collection[int] = (),
 ) -> list[Candidate]:
-    """The person's best `per_list` rows by vector and by text, with both ranks; one query."""
+    """The person's best `per_list` rows by vector and by text, with both ranks; one query.
+
+    `feedback_message_ids` (the person's own messages; others' ids match nothing) lend
+    their most distinctive terms to the query, per `tuning.feedback_terms`/`_weight`.
+    """
     if not (messages or memories):
         return []
     statement = _statement(messages=messages, memories=memories, dim=len(query_vector))
@@ -315,9 +401,15 @@ async def candidates(
         "b": tuning.bm25_b,
         "n1": tuning.neighbour_1,
         "n2": tuning.neighbour_2,
+        "feedback": sorted({int(i) for i in feedback_message_ids}),
+        "fb_terms": max(0, tuning.feedback_terms),
+        "fb_weight": tuning.feedback_weight,
+        "centre": 1.0 if tuning.centre_vectors else 0.0,
+        "centre_prior": max(0.0, tuning.centre_prior),
     }
     if not messages:
-        params = {key: v for key, v in params.items() if key not in ("exclude", "n1", "n2")}
+        unused = ("exclude", "n1", "n2", "centre", "centre_prior")
+        params = {key: v for key, v in params.items() if key not in unused}
     async with sessions() as db:
         rows = (await db.execute(statement, params)).mappings().all()
     return [Candidate(**row) for row in rows]
@@ -341,21 +433,50 @@ async def recall(
     cleaned = clean_query(query)
     if k <= 0 or not cleaned.strip() or not (include_messages or include_memories):
         return []
-    vector = (await embedder.embed([cleaned]))[0]
-    found = await candidates(
-        sessions,
+    vector = [float(x) for x in (await embedder.embed([cleaned]))[0]]
+
+    async def ranked(feedback: Collection[int], memories: bool) -> list[Candidate]:
+        return await candidates(
+            sessions,
+            user_id=user_id,
+            query=cleaned,
+            query_vector=vector,
+            messages=include_messages,
+            memories=memories,
+            exclude_message_ids=exclude_message_ids,
+            per_list=max(tuning.candidates, k),
+            tuning=tuning,
+            feedback_message_ids=feedback,
+        )
+
+    found = await ranked((), include_memories)
+    width = max(k, tuning.feedback_docs)
+    result = fuse(found, k=width, mode=mode, tuning=tuning, now=now)
+    feedback = feedback_ids(found, result, mode=mode, tuning=tuning)
+    if feedback:  # the expanded query re-ranks messages; memories keep their first ranks
+        kept = [c for c in found if c.kind == "memory"]
+        found = kept + await ranked(feedback, False)
+        result = fuse(found, k=k, mode=mode, tuning=tuning, now=now)
+    log.debug(
+        "memory.recalled",
         user_id=user_id,
-        query=cleaned,
-        query_vector=[float(x) for x in vector],
-        messages=include_messages,
-        memories=include_memories,
-        exclude_message_ids=exclude_message_ids,
-        per_list=max(tuning.candidates, k),
-        tuning=tuning,
+        candidates=len(found),
+        feedback=len(feedback),
+        returned=min(k, len(result)),
     )
-    result = fuse(found, k=k, mode=mode, tuning=tuning, now=now)
-    log.debug("memory.recalled", user_id=user_id, candidates=len(found), returned=len(result))
-    return result
+    return result[:k]
+
+
+def feedback_ids(
+    found: Sequence[Candidate], ranked: Sequence[Recalled], *, mode: Mode, tuning: Tuning
+) -> list[int]:
+    """The best messages to expand the query from: none in vector mode or without a text hit."""
+    if mode == "vector" or tuning.feedback_docs <= 0 or tuning.feedback_terms <= 0:
+        return []
+    if not any(c.text_rank is not None for c in found):
+        return []
+    messages = [r.id for r in ranked if r.kind == "message"]
+    return messages[: tuning.feedback_docs]
 
 
 async def mark_recalled(

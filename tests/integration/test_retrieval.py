@@ -269,3 +269,66 @@ async def test_terms_with_quotes_and_backslashes_still_match_as_keywords(
             db, user_id=alice, query=query, query_vector=vector, memories=False
         )
         assert [(c.id, c.text_rank) for c in found] == [(said, 1)]
+
+
+async def test_feedback_terms_reach_a_turn_that_shares_no_word_with_the_query(
+    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+) -> None:
+    store = SqlConversationStore(db, embedder)
+    now = clock.now()
+    alice, kitten = await say(store, "alice", "We adopted a kitten and named her Miso", now, "1")
+    for i in range(4):  # far enough apart that neighbour sharing does not reach
+        await say(store, "alice", f"Work meeting {i} about the quarterly budget", now, f"w{i}")
+    _, laser = await say(store, "alice", "Miso chases the laser pointer for hours", now, "2")
+    vector = [float(x) for x in (await embedder.embed(["kitten"]))[0]]
+
+    async def text_ranks(feedback: list[int]) -> dict[int, int | None]:
+        found = await candidates(
+            db,
+            user_id=alice,
+            query="kitten",
+            query_vector=vector,
+            memories=False,
+            feedback_message_ids=feedback,
+        )
+        return {c.id: c.text_rank for c in found}
+
+    assert (await text_ranks([])).get(laser) is None
+    expanded = await text_ranks([kitten])
+    assert expanded[kitten] == 1 and expanded[laser] is not None
+
+
+async def test_feedback_from_another_persons_messages_changes_nothing(
+    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+) -> None:
+    store = SqlConversationStore(db, embedder)
+    now = clock.now()
+    alice, _ = await say(store, "alice", "We adopted a kitten and named her Miso", now, "1")
+    await say(store, "alice", "Miso chases the laser pointer for hours", now, "2")
+    _, bobs = await say(store, "bob", "Miso soup and a laser show tonight", now, "b1")
+    vector = [float(x) for x in (await embedder.embed(["kitten"]))[0]]
+    found = [
+        await candidates(
+            db,
+            user_id=alice,
+            query="kitten",
+            query_vector=vector,
+            memories=False,
+            feedback_message_ids=feedback,
+        )
+        for feedback in ([], [bobs])
+    ]
+    assert found[1] == found[0]
+
+
+async def test_a_history_of_one_message_or_none_still_recalls(
+    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+) -> None:
+    now = clock.now()
+    nobody = await person(db, "Nobody")
+    assert await recall(db, embedder, user_id=nobody, query="my dog", now=now) == []
+    store = SqlConversationStore(db, embedder)
+    alice, said = await say(store, "alice", "My dog Rex loves the beach", now, "1")
+    for query in ("Rex", "my puppy at the seaside", "dog"):
+        found = await recall(db, embedder, user_id=alice, query=query, now=now)
+        assert [f.id for f in found] == [said]

@@ -11,6 +11,7 @@ from memory.retrieval import (
     Candidate,
     Tuning,
     clean_query,
+    feedback_ids,
     fuse,
     fused_score,
     memory_factor,
@@ -45,7 +46,9 @@ def memory(
     )
 
 
-def message(id: int, vector_rank: int | None, text_rank: int | None) -> Candidate:
+def message(
+    id: int, vector_rank: int | None, text_rank: int | None, *, coverage: float = 0.0
+) -> Candidate:
     return Candidate(
         kind="message",
         id=id,
@@ -55,6 +58,7 @@ def message(id: int, vector_rank: int | None, text_rank: int | None) -> Candidat
         created_at=NOW,
         role="user",
         platform_message_id=str(id),
+        coverage=coverage,
     )
 
 
@@ -124,3 +128,35 @@ def test_fuse_returns_at_most_k_with_the_candidate_fields() -> None:
 def test_clean_query_drops_nul_bytes_and_bounds_length() -> None:
     assert clean_query("a\x00b") == "a b"
     assert len(clean_query("x" * 10_000)) == MAX_QUERY_CHARS
+
+
+def test_coverage_lifts_a_ranked_row_by_a_fraction_of_a_first_place_vote() -> None:
+    tuning = Tuning(coverage_weight=0.3, message_weight=1.0)
+    plain = fused_score(message(1, None, 4), mode="text", tuning=tuning, now=NOW)
+    covered = fused_score(message(1, None, 4, coverage=0.5), mode="text", tuning=tuning, now=NOW)
+    assert covered - plain == pytest.approx(0.3 * 0.5 / (tuning.rrf_k + 1))
+    ranked = fuse([message(1, None, 3), message(2, None, 4, coverage=1.0)], k=2, now=NOW)
+    assert [r.id for r in ranked] == [2, 1]
+
+
+def test_coverage_neither_revives_an_unranked_row_nor_counts_for_vectors() -> None:
+    tuning = Tuning()
+    unranked = message(1, None, None, coverage=1.0)
+    assert fused_score(unranked, mode="hybrid", tuning=tuning, now=NOW) == 0.0
+    vector_only = message(2, 1, 5, coverage=1.0)
+    assert fused_score(vector_only, mode="vector", tuning=tuning, now=NOW) == pytest.approx(
+        tuning.message_weight / (tuning.rrf_k + 1)
+    )
+
+
+def test_feedback_comes_from_the_best_messages_only_when_text_matched() -> None:
+    found = [memory(9, 1, 1), message(1, 2, 1), message(2, 1, None), message(3, None, 2)]
+    ranked = fuse(found, k=10, now=NOW)
+    tuning = Tuning(feedback_docs=2)
+    best_messages = [r.id for r in ranked if r.kind == "message"][:2]
+    assert feedback_ids(found, ranked, mode="hybrid", tuning=tuning) == best_messages
+    assert feedback_ids(found, ranked, mode="vector", tuning=tuning) == []
+    off = Tuning(feedback_docs=0)
+    assert feedback_ids(found, ranked, mode="hybrid", tuning=off) == []
+    no_text = [message(1, 1, None), message(2, 2, None)]
+    assert feedback_ids(no_text, fuse(no_text, k=5, now=NOW), mode="hybrid", tuning=tuning) == []
