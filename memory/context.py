@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.extraction import MEMORY_BLOCK_END, MEMORY_BLOCK_START
@@ -124,7 +124,21 @@ def _zone(name: str) -> ZoneInfo:
         return ZoneInfo("UTC")
 
 
-def _standing_query(user_id: int, now: datetime) -> object:
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """The columns of a memory that context assembly shows (no embedding, no tsvector)."""
+
+    id: int
+    content: str
+    tier: str
+    pinned: bool
+    importance: float
+    event_at: datetime | None
+
+
+def _standing_query(
+    user_id: int, now: datetime
+) -> Select[int, str, str, bool, float, datetime | None]:
     live = and_(
         Memory.user_id == user_id,
         Memory.valid_until.is_(None),
@@ -141,14 +155,21 @@ def _standing_query(user_id: int, now: datetime) -> object:
         ),
     )
     return (
-        select(Memory)
+        select(
+            Memory.id,
+            Memory.content,
+            Memory.tier,
+            Memory.pinned,
+            Memory.importance,
+            Memory.event_at,
+        )
         .where(live, or_(Memory.pinned, Memory.tier == "core", near))
         .order_by(Memory.pinned.desc(), Memory.importance.desc(), Memory.id.desc())
         .limit(300)
     )
 
 
-def standing_sections(rows: Sequence[Memory], now: datetime, zone: ZoneInfo) -> list[Section]:
+def standing_sections(rows: Sequence[Standing], now: datetime, zone: ZoneInfo) -> list[Section]:
     """Pinned, core and active sections from the person's live memories."""
     pinned = [Line(r.content, r.id) for r in rows if r.pinned]
     core = [Line(r.content, r.id) for r in rows if not r.pinned and r.tier == "core"]
@@ -202,7 +223,8 @@ async def assemble_context(
     """
     zone = _zone(timezone)
     async with sessions() as db:
-        rows = list((await db.scalars(_standing_query(user_id, now))).all())  # type: ignore[call-overload]
+        result = await db.execute(_standing_query(user_id, now))
+        rows = [Standing(*row.tuple()) for row in result]
         in_session: list[int] = []
         if session_id is not None:
             in_session = list(
