@@ -224,7 +224,7 @@ async def assemble_context(
     zone = _zone(timezone)
     async with sessions() as db:
         result = await db.execute(_standing_query(user_id, now))
-        rows = [Standing(*row._tuple()) for row in result]
+        rows = [Standing(*row) for row in result]
         in_session: list[int] = []
         if session_id is not None:
             in_session = list(
