@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 
 import structlog
@@ -17,6 +19,7 @@ import structlog
 from bot import metrics
 from bot.bootstrap import Core, build_core, build_embedder_from, open_database
 from bot.config import Settings, load_settings
+from bot.delivery import Delivery
 from bot.errors import CompanionError, ConfigurationError
 from bot.logs import configure_logging
 
@@ -66,15 +69,19 @@ async def _maintain(core: Core, every: float = 60.0) -> None:
             log.warning("maintenance.failed", error=type(exc).__name__)
 
 
-async def _chat(settings: Settings) -> None:
+async def _chat(settings: Settings, *, scheduler: bool = True) -> None:
     from adapters.console.chat import ConsoleChat
 
     core = await build_core(settings)
-    maintenance = asyncio.create_task(_maintain(core))
+    stop = asyncio.Event()
+    jobs = asyncio.create_task(
+        _proactive(core, stop, ["console"]) if scheduler else _maintain_until(core, stop)
+    )
     try:
         await ConsoleChat(core, stdin=sys.stdin, stdout=sys.stdout).run()
     finally:
-        maintenance.cancel()
+        stop.set()
+        await jobs
         await core.aclose()
 
 
@@ -101,32 +108,81 @@ def _stop_on_signals() -> asyncio.Event:
 async def _run(settings: Settings, args: argparse.Namespace) -> None:
     platforms = _platforms(settings)
     if not platforms:
+        if args.scheduler_only:
+            raise ConfigurationError(
+                "--scheduler-only needs a platform to send through: "
+                "set TELEGRAM_BOT_TOKEN or DISCORD_BOT_TOKEN"
+            )
         log.info("run.no_platform_configured", fallback="terminal chat")
-        await _chat(settings)
+        await _chat(settings, scheduler=not args.no_scheduler)
         return
     core = await build_core(settings)
     stop = _stop_on_signals()
     try:
-        async with asyncio.TaskGroup() as tasks:
-            if "telegram" in platforms:
-                from adapters.telegram_bot import run_telegram
-
-                core.health.set("telegram", False, "starting")
-                tasks.create_task(run_telegram(core, stop))
-            if "discord" in platforms:
-                from adapters.discord_bot import run_discord
-
-                core.health.set("discord", False, "starting")
-                tasks.create_task(run_discord(core, stop))
-            tasks.create_task(_maintain_until(core, stop))
+        async with contextlib.AsyncExitStack() as senders, asyncio.TaskGroup() as tasks:
+            if args.scheduler_only:
+                for platform in platforms:
+                    core.outbound.register(
+                        await senders.enter_async_context(_delivery_only(core, platform))
+                    )
+            else:
+                _start_adapters(core, stop, platforms, tasks)
+            if args.no_scheduler:
+                tasks.create_task(_maintain_until(core, stop))
+            else:
+                tasks.create_task(_proactive(core, stop, platforms))
             if settings.ops_http_enabled:
                 from adapters.ops_http import serve_ops
 
                 tasks.create_task(serve_ops(core, stop))
-            log.info("run.started", platforms=platforms)
+            role = (
+                "adapters" if args.no_scheduler else "scheduler" if args.scheduler_only else "all"
+            )
+            log.info("run.started", platforms=platforms, role=role)
     finally:
         await core.aclose()
         log.info("run.stopped")
+
+
+def _start_adapters(
+    core: Core, stop: asyncio.Event, platforms: list[str], tasks: asyncio.TaskGroup
+) -> None:
+    if "telegram" in platforms:
+        from adapters.telegram_bot import run_telegram
+
+        core.health.set("telegram", False, "starting")
+        tasks.create_task(run_telegram(core, stop))
+    if "discord" in platforms:
+        from adapters.discord_bot import run_discord
+
+        core.health.set("discord", False, "starting")
+        tasks.create_task(run_discord(core, stop))
+
+
+def _delivery_only(core: Core, platform: str) -> AbstractAsyncContextManager[Delivery]:
+    """A platform's delivery port without its adapter (for `--scheduler-only`)."""
+    if platform == "telegram":
+        from adapters.telegram_bot import open_telegram_delivery
+
+        return open_telegram_delivery(core)
+    from adapters.discord_bot import open_discord_delivery
+
+    return open_discord_delivery(core)
+
+
+async def _proactive(core: Core, stop: asyncio.Event, platforms: Sequence[str]) -> None:
+    """The scheduler (check-ins, follow-ups, nightly patrol and diary, the idle-session
+    sweep), started once every platform can deliver, so the catch-up after a restart is
+    not failed for want of a connection."""
+    from scheduler.runner import run_scheduler
+
+    ready = asyncio.create_task(core.outbound.wait_for(platforms))
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    stopping.cancel()
+    if not stop.is_set():
+        await run_scheduler(core, stop)
 
 
 async def _maintain_until(core: Core, stop: asyncio.Event) -> None:

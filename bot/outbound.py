@@ -3,6 +3,9 @@ chat on a platform that is running, and deliver through that platform's port."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Collection
+
 import structlog
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -21,10 +24,19 @@ class Outbound:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
         self._deliveries: dict[str, Delivery] = {}
+        self._registered = asyncio.Event()
 
     def register(self, delivery: Delivery) -> None:
         """Add a platform's delivery port (adapters do this when they start)."""
         self._deliveries[delivery.platform] = delivery
+        self._registered.set()
+
+    async def wait_for(self, platforms: Collection[str]) -> None:
+        """Return once every one of `platforms` has registered its delivery port (so
+        proactive messages sent at start-up are not failed for want of a platform)."""
+        while not set(platforms) <= set(self._deliveries):
+            self._registered.clear()
+            await self._registered.wait()
 
     def unregister(self, platform: str) -> None:
         """Remove a platform's delivery port (when it stops)."""

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.tables import Message
+from memory.conversations import SqlConversationStore
+from memory.tables import Message, User
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 
 KEY = "sk-ant-test-key"
@@ -127,3 +129,46 @@ async def test_help_lists_the_commands(database_url: str, tmp_path: Path) -> Non
     assert code == 0
     for command in ("run", "chat", "db"):
         assert command in out
+
+
+async def test_the_terminal_prints_a_check_in_when_it_falls_due(
+    database_url: str, db: async_sessionmaker[AsyncSession], tmp_path: Path
+) -> None:
+    store = SqlConversationStore(db)
+    person = await store.ensure_person(
+        platform="console", platform_user_id="tester", chat_id="console", display_name="tester"
+    )
+    now = datetime.now(UTC)
+    await store.update_person(
+        person.id, timezone="UTC", checkin_time=now.time(), quiet_start=None, quiet_end=None
+    )
+    async with db.begin() as s:
+        await s.execute(
+            update(User)
+            .where(User.id == person.id)
+            .values(next_checkin_at=now - timedelta(seconds=5))
+        )
+    async with FakeAnthropicAPI(api_key=KEY) as fake:
+        fake.queue_tool_use(
+            "decide_checkin", {"send": True, "message": "Morning! How did you sleep?"}
+        )
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "adapters.cli",
+            "chat",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=_env(fake, database_url, tmp_path),
+            cwd=tmp_path,
+        )
+        assert process.stdout is not None and process.stdin is not None
+        seen: list[str] = []
+        async with asyncio.timeout(30):
+            while not any("How did you sleep?" in line for line in seen):
+                seen.append((await process.stdout.readline()).decode())
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), timeout=30)
+    assert "companion> Morning! How did you sleep?\n" in seen
+    assert process.returncode == 0

@@ -8,12 +8,14 @@ import asyncio
 import os
 import signal
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.tables import Message
+from memory.conversations import SqlConversationStore
+from memory.tables import Message, Outreach, User
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import TOKEN, FakeTelegramAPI
 
@@ -97,3 +99,121 @@ async def test_a_rejected_token_is_a_clear_one_line_error(
     assert process.returncode == 2
     assert last_line.startswith("companion: ") and "TELEGRAM_BOT_TOKEN" in last_line
     assert "Traceback" not in err.decode()
+
+
+async def _due_person(db: async_sessionmaker[AsyncSession], telegram_id: int, name: str) -> int:
+    """A person on Telegram whose daily check-in fell due a minute ago (real time)."""
+    store = SqlConversationStore(db)
+    person = await store.ensure_person(
+        platform="telegram",
+        platform_user_id=str(telegram_id),
+        chat_id=str(telegram_id),
+        display_name=name,
+    )
+    now = datetime.now(UTC)
+    await store.update_person(
+        person.id,
+        timezone="UTC",
+        checkin_time=(now - timedelta(minutes=1)).time().replace(microsecond=0),
+        quiet_start=None,
+        quiet_end=None,
+    )
+    async with db.begin() as s:
+        await s.execute(
+            update(User)
+            .where(User.id == person.id)
+            .values(next_checkin_at=now - timedelta(minutes=1))
+        )
+    return person.id
+
+
+async def _run_process(
+    args: list[str], anthropic: FakeAnthropicAPI, telegram: FakeTelegramAPI, url: str, tmp: Path
+) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "adapters.cli",
+        "run",
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(anthropic, telegram, url, tmp),
+        cwd=tmp,
+    )
+
+
+async def _stop(process: asyncio.subprocess.Process) -> str:
+    process.send_signal(signal.SIGTERM)
+    _out, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    assert process.returncode == 0, err.decode()[-2000:]
+    return err.decode()
+
+
+async def test_scheduler_only_sends_due_checkins_and_reads_no_updates(
+    database_url: str, db: async_sessionmaker[AsyncSession], tmp_path: Path
+) -> None:
+    bob = await _due_person(db, 5151, "Bob")
+    async with FakeAnthropicAPI(api_key=KEY) as anthropic, FakeTelegramAPI() as telegram:
+        telegram.start_chat(5151, "Bob")
+        anthropic.queue_tool_use("decide_checkin", {"send": True, "message": "Morning, Bob!"})
+        process = await _run_process(
+            ["--scheduler-only"], anthropic, telegram, database_url, tmp_path
+        )
+        try:
+            sent = await telegram.wait_for_sent(5151, within=30)
+            assert [m.text for m in sent] == ["Morning, Bob!"]
+        finally:
+            await _stop(process)
+        assert telegram.calls_of("getUpdates") == []
+    async with db() as s:
+        rows = (await s.execute(select(Outreach.kind, Outreach.status))).all()
+        next_at = await s.scalar(select(User.next_checkin_at).where(User.id == bob))
+    assert [tuple(r) for r in rows] == [("checkin", "sent")]
+    assert next_at is not None and next_at > datetime.now(UTC) + timedelta(hours=12)
+
+
+async def test_no_scheduler_answers_but_never_reaches_out(
+    database_url: str, db: async_sessionmaker[AsyncSession], tmp_path: Path
+) -> None:
+    await _due_person(db, 5151, "Bob")
+    async with FakeAnthropicAPI(api_key=KEY) as anthropic, FakeTelegramAPI() as telegram:
+        telegram.start_chat(5151, "Bob")
+        anthropic.queue_text("Hi Alice.")
+        process = await _run_process(
+            ["--no-scheduler"], anthropic, telegram, database_url, tmp_path
+        )
+        try:
+            telegram.push_message(ALICE, "hello", first_name="Alice")
+            assert [m.text for m in await telegram.wait_for_sent(ALICE, within=30)] == ["Hi Alice."]
+        finally:
+            err = await _stop(process)
+        recipients = {str(call["chat_id"]) for call in telegram.calls_of("sendMessage")}
+        assert recipients == {str(ALICE)}
+    assert '"role": "adapters"' in err
+    async with db() as s:
+        assert (await s.execute(select(Outreach.id))).all() == []
+
+
+async def test_scheduler_only_without_a_platform_is_a_clear_error(
+    database_url: str, tmp_path: Path
+) -> None:
+    async with FakeAnthropicAPI(api_key=KEY) as anthropic, FakeTelegramAPI() as telegram:
+        env = _env(anthropic, telegram, database_url, tmp_path)
+        del env["TELEGRAM_BOT_TOKEN"]
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "adapters.cli",
+            "run",
+            "--scheduler-only",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=tmp_path,
+        )
+        _out, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    assert process.returncode == 2
+    assert "--scheduler-only needs a platform" in err.decode().strip().splitlines()[-1]

@@ -1,0 +1,79 @@
+"""The minute tick's jobs: the outbox recovery, due daily check-ins, and follow-ups
+after remembered events. Each is a plain idempotent `async def` of the collaborators."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+
+import structlog
+
+from scheduler.claims import claim_checkins, claim_followups, schedule_new
+from scheduler.deps import SchedulerDeps
+from scheduler.dispatch import dispatch
+from scheduler.outbox import reclaim_pending, recover
+
+log = structlog.get_logger(__name__)
+
+
+async def run_outbox(deps: SchedulerDeps) -> Counter[str]:
+    """Mark rows interrupted mid-send as unknown (never resent), then retry rows whose
+    lease ran out: released to wait, or left by a process that stopped."""
+    now = deps.clock.now()
+    interrupted = await recover(deps.sessions, now=now)
+    if interrupted:
+        log.warning("outreach.interrupted", count=interrupted)
+    outcomes: Counter[str] = Counter()
+    while True:
+        claims = await reclaim_pending(
+            deps.sessions,
+            now=deps.clock.now(),
+            lease=deps.config.lease,
+            limit=deps.config.batch_size,
+        )
+        outcomes += await dispatch(deps, claims)
+        if len(claims) < deps.config.batch_size:
+            return outcomes
+
+
+async def run_checkins(deps: SchedulerDeps) -> Counter[str]:
+    """Schedule new people, then claim and send every due check-in, batch by batch."""
+    while await schedule_new(deps.sessions, now=deps.clock.now()) >= 1000:
+        pass
+    outcomes: Counter[str] = Counter()
+    while True:
+        claims, taken = await claim_checkins(
+            deps.sessions, now=deps.clock.now(), config=deps.config
+        )
+        outcomes["claimed"] += taken
+        outcomes += await dispatch(deps, claims)
+        if taken < deps.config.batch_size:
+            break
+    if outcomes["claimed"]:
+        log.info("checkins.done", **outcomes)
+    return outcomes
+
+
+async def run_followups(deps: SchedulerDeps) -> Counter[str]:
+    """Claim and send the follow-ups due on their own (not folded into a check-in),
+    page by page."""
+    outcomes: Counter[str] = Counter()
+    after: tuple[datetime, int] | None = None
+    while True:
+        claims, after = await claim_followups(
+            deps.sessions, now=deps.clock.now(), config=deps.config, after=after
+        )
+        outcomes += await dispatch(deps, claims)
+        if after is None:
+            break
+    if outcomes:
+        log.info("followups.done", **outcomes)
+    return outcomes
+
+
+async def minute_tick(deps: SchedulerDeps) -> Counter[str]:
+    """Everything due this minute, in order: recovery, check-ins, follow-ups."""
+    outcomes = await run_outbox(deps)
+    outcomes += await run_checkins(deps)
+    outcomes += await run_followups(deps)
+    return outcomes

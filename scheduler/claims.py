@@ -1,0 +1,319 @@
+"""Claiming work, set-based: due check-ins (people locked with SKIP LOCKED, their next
+check-in advanced and the outbox row written in one transaction), the follow-ups folded
+into them or due on their own, and people who have no check-in scheduled yet.
+
+Only rows this transaction inserted are processed: the unique idempotency key makes a
+second process (or a second run) find nothing to do.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.timing import next_checkin, zone
+from scheduler.deps import SchedulerConfig
+from scheduler.outbox import Claim, new_token
+
+_DUE_PEOPLE = text("""
+SELECT id, timezone, checkin_time, paused, next_checkin_at FROM users
+WHERE next_checkin_at <= :now
+ORDER BY next_checkin_at
+LIMIT :limit
+FOR NO KEY UPDATE SKIP LOCKED
+""")
+
+_UNSCHEDULED = text("""
+SELECT id, timezone, checkin_time, paused, next_checkin_at FROM users
+WHERE next_checkin_at IS NULL AND checkin_time IS NOT NULL AND NOT paused
+LIMIT :limit
+FOR NO KEY UPDATE SKIP LOCKED
+""")
+
+_ADVANCE = text("""
+UPDATE users AS u SET next_checkin_at = v.next_at
+FROM unnest(CAST(:ids AS bigint[]), CAST(:next_at AS timestamptz[])) AS v(id, next_at)
+WHERE u.id = v.id
+""")
+
+_INSERT = text("""
+INSERT INTO outreach (user_id, kind, idempotency_key, memory_id, merged_into, status, reason,
+                      due_at, lease_until, claim_token, created_at)
+SELECT v.user_id, v.kind, v.key, v.memory_id, v.merged_into, v.status, v.reason, v.due_at,
+       CASE WHEN v.status = 'pending' AND v.merged_into IS NULL
+            THEN CAST(:lease_until AS timestamptz) END,
+       CASE WHEN v.status = 'pending' AND v.merged_into IS NULL THEN CAST(:token AS text) END,
+       CAST(:now AS timestamptz)
+FROM unnest(CAST(:user_ids AS bigint[]), CAST(:kinds AS text[]), CAST(:keys AS text[]),
+            CAST(:memory_ids AS bigint[]), CAST(:merged_into AS bigint[]),
+            CAST(:statuses AS text[]), CAST(:reasons AS text[]), CAST(:due AS timestamptz[]))
+     AS v(user_id, kind, key, memory_id, merged_into, status, reason, due_at)
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING id, user_id, kind, status, due_at
+""")
+
+_DUE_EVENTS = """
+SELECT m.id, m.user_id, m.event_at, m.created_at, u.timezone, u.next_checkin_at
+FROM memories AS m JOIN users AS u ON u.id = m.user_id
+WHERE m.category = 'event' AND m.valid_until IS NULL AND m.status IN ('active', 'dying')
+  AND m.event_at <= :latest AND m.event_at > :earliest
+  AND (m.event_at, m.id) > (:after_at, :after_id)
+  AND NOT EXISTS (SELECT 1 FROM outreach AS o
+                  WHERE o.idempotency_key = 'followup:' || m.user_id || ':' || m.id)
+  AND NOT EXISTS (SELECT 1 FROM memories AS p JOIN outreach AS o ON o.memory_id = p.id
+                  WHERE p.user_id = m.user_id AND p.superseded_by = m.id
+                    AND p.event_at = m.event_at)
+  {people}
+ORDER BY m.event_at, m.id
+LIMIT :limit
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class DueEvent:
+    """A remembered event whose follow-up is due now."""
+
+    memory_id: int
+    user_id: int
+    event_at: datetime
+    timezone: str
+    next_checkin_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """An outreach row to insert."""
+
+    user_id: int
+    kind: str
+    key: str
+    due_at: datetime
+    status: str = "pending"
+    reason: str | None = None
+    memory_id: int | None = None
+    merged_into: int | None = None
+
+
+def effective_time(event_at: datetime, tz_name: str) -> datetime:
+    """When an event is over enough to ask about it: a date without a time (local
+    midnight) counts from the end of that day."""
+    local = event_at.astimezone(zone(tz_name))
+    return event_at + timedelta(days=1) if local.time() == time(0, 0) else event_at
+
+
+def checkin_key(user_id: int, due_at: datetime, tz_name: str) -> str:
+    """One check-in per person per local date."""
+    return f"checkin:{user_id}:{due_at.astimezone(zone(tz_name)).date().isoformat()}"
+
+
+def followup_key(user_id: int, memory_id: int) -> str:
+    """One follow-up per remembered event."""
+    return f"followup:{user_id}:{memory_id}"
+
+
+def local_date(instant: datetime, tz_name: str) -> date:
+    """The person's calendar date at `instant`."""
+    return instant.astimezone(zone(tz_name)).date()
+
+
+async def _insert(
+    db: AsyncSession, rows: Sequence[_Row], *, now: datetime, token: str, lease_until: datetime
+) -> list[tuple[int, int, str, str, datetime]]:
+    if not rows:
+        return []
+    params = {
+        "user_ids": [r.user_id for r in rows],
+        "kinds": [r.kind for r in rows],
+        "keys": [r.key for r in rows],
+        "memory_ids": [r.memory_id for r in rows],
+        "merged_into": [r.merged_into for r in rows],
+        "statuses": [r.status for r in rows],
+        "reasons": [r.reason for r in rows],
+        "due": [r.due_at for r in rows],
+        "now": now,
+        "token": token,
+        "lease_until": lease_until,
+    }
+    result = await db.execute(_INSERT, params)
+    return [(r.id, r.user_id, r.kind, r.status, r.due_at) for r in result.all()]
+
+
+async def due_events(
+    db: AsyncSession,
+    *,
+    now: datetime,
+    config: SchedulerConfig,
+    user_ids: Sequence[int] | None = None,
+    after: tuple[datetime, int] | None = None,
+    limit: int = 500,
+) -> tuple[list[DueEvent], tuple[datetime, int] | None]:
+    """Events whose follow-up is due and not yet claimed, mentioned before they happened;
+    and the keyset position to continue from (None when there are no more)."""
+    people = "AND m.user_id = ANY(CAST(:user_ids AS bigint[]))" if user_ids is not None else ""
+    earliest = now - config.followup_window - timedelta(days=1)
+    params: dict[str, object] = {
+        "latest": now - config.followup_delay,
+        "earliest": earliest,
+        "after_at": after[0] if after else earliest,
+        "after_id": after[1] if after else 0,
+        "limit": limit,
+    }
+    if user_ids is not None:
+        params["user_ids"] = list(user_ids)
+    rows = (await db.execute(text(_DUE_EVENTS.format(people=people)), params)).all()
+    found = []
+    for row in rows:
+        effective = effective_time(row.event_at, row.timezone)
+        fresh = now - config.followup_window < effective
+        if effective + config.followup_delay <= now and row.created_at < effective and fresh:
+            found.append(
+                DueEvent(row.id, row.user_id, row.event_at, row.timezone, row.next_checkin_at)
+            )
+    position = (rows[-1].event_at, rows[-1].id) if len(rows) == limit else None
+    return found, position
+
+
+async def schedule_new(sessions: async_sessionmaker[AsyncSession], *, now: datetime) -> int:
+    """Give people with a check-in time but no next check-in (new people) their next one."""
+    async with sessions.begin() as db:
+        people = (await db.execute(_UNSCHEDULED, {"limit": 1000})).all()
+        if people:
+            await db.execute(
+                _ADVANCE,
+                {
+                    "ids": [p.id for p in people],
+                    "next_at": [next_checkin(now, p.timezone, p.checkin_time) for p in people],
+                },
+            )
+    return len(people)
+
+
+async def claim_checkins(
+    sessions: async_sessionmaker[AsyncSession], *, now: datetime, config: SchedulerConfig
+) -> tuple[list[Claim], int]:
+    """Claim one batch of due people: advance their next check-in and write today's row
+    (skipped as missed when it is older than the grace window), folding in due
+    follow-ups; returns the pending claims and how many people were taken."""
+    token = new_token()
+    lease_until = now + config.lease
+    async with sessions.begin() as db:
+        people = (await db.execute(_DUE_PEOPLE, {"now": now, "limit": config.batch_size})).all()
+        if not people:
+            return [], 0
+        await db.execute(
+            _ADVANCE,
+            {
+                "ids": [p.id for p in people],
+                "next_at": [
+                    None if p.paused else next_checkin(now, p.timezone, p.checkin_time)
+                    for p in people
+                ],
+            },
+        )
+        rows = [_checkin_row(p.id, p.timezone, p.next_checkin_at, now, config) for p in people]
+        inserted = await _insert(db, rows, now=now, token=token, lease_until=lease_until)
+        claims = [Claim(i, u, k, token, d) for i, u, k, s, d in inserted if s == "pending"]
+        await _fold_followups(db, claims, now=now, config=config, token=token)
+    return claims, len(people)
+
+
+def _checkin_row(
+    user_id: int, tz_name: str, due_at: datetime, now: datetime, config: SchedulerConfig
+) -> _Row:
+    """Today's check-in row; one missed by more than the grace window is skipped."""
+    key = checkin_key(user_id, due_at, tz_name)
+    if now - due_at > config.grace:
+        return _Row(user_id, "checkin", key, due_at, status="skipped", reason="missed")
+    return _Row(user_id, "checkin", key, due_at)
+
+
+async def _fold_followups(
+    db: AsyncSession, claims: Sequence[Claim], *, now: datetime, config: SchedulerConfig, token: str
+) -> None:
+    """Due follow-ups of people getting a check-in now go into that check-in."""
+    if not claims:
+        return
+    by_user = {c.user_id: c.id for c in claims}
+    events, _ = await due_events(
+        db, now=now, config=config, user_ids=list(by_user), limit=10 * len(claims)
+    )
+    rows = [
+        _Row(
+            e.user_id,
+            "followup",
+            followup_key(e.user_id, e.memory_id),
+            now,
+            memory_id=e.memory_id,
+            merged_into=by_user[e.user_id],
+        )
+        for e in events
+    ]
+    await _insert(db, rows, now=now, token=token, lease_until=now)
+
+
+def _waits_for_checkin(event: DueEvent, now: datetime) -> bool:
+    """The person's check-in is today: the follow-up goes into it."""
+    upcoming = event.next_checkin_at
+    return upcoming is not None and local_date(upcoming, event.timezone) == local_date(
+        now, event.timezone
+    )
+
+
+async def claim_followups(
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    now: datetime,
+    config: SchedulerConfig,
+    after: tuple[datetime, int] | None = None,
+) -> tuple[list[Claim], tuple[datetime, int] | None]:
+    """Claim one page of follow-ups due on their own (one message per person, each due
+    event of theirs on the page folded into it); and where the next page starts."""
+    token = new_token()
+    async with sessions.begin() as db:
+        events, after = await due_events(
+            db, now=now, config=config, after=after, limit=config.batch_size
+        )
+        claims = await _claim_events(db, events, now=now, config=config, token=token)
+    return claims, after
+
+
+async def _claim_events(
+    db: AsyncSession,
+    events: Sequence[DueEvent],
+    *,
+    now: datetime,
+    config: SchedulerConfig,
+    token: str,
+) -> list[Claim]:
+    grouped: dict[int, list[DueEvent]] = defaultdict(list)
+    for event in events:
+        if not _waits_for_checkin(event, now):
+            grouped[event.user_id].append(event)
+    if not grouped:
+        return []
+    primaries = [
+        _Row(u, "followup", followup_key(u, es[0].memory_id), now, memory_id=es[0].memory_id)
+        for u, es in grouped.items()
+    ]
+    inserted = await _insert(db, primaries, now=now, token=token, lease_until=now + config.lease)
+    won = {user: outreach_id for outreach_id, user, _k, _s, _d in inserted}
+    rest = [
+        _Row(
+            u,
+            "followup",
+            followup_key(u, e.memory_id),
+            now,
+            memory_id=e.memory_id,
+            merged_into=won[u],
+        )
+        for u, es in grouped.items()
+        if u in won
+        for e in es[1:]
+    ]
+    await _insert(db, rest, now=now, token=token, lease_until=now)
+    return [Claim(i, u, k, token, d) for i, u, k, _s, d in inserted]

@@ -1,0 +1,115 @@
+"""What the scheduler's jobs need: their knobs (`SchedulerConfig`) and collaborators
+(`SchedulerDeps`), built once from the `Core`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import time, timedelta
+
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from bot.bootstrap import Core
+from bot.llm import LLM
+from bot.llm_tools import LLMToolCaller
+from bot.memory_gateway import MemoryServices
+from bot.outbound import Outbound
+from bot.prompting import load_persona
+from memory.conversations import SqlConversationStore
+from memory.memories import SqlMemoryRepository
+from memory.ports import Clock, Embedder, ToolCaller, Vector
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """The scheduler's knobs; the defaults are the documented behaviour."""
+
+    batch_size: int = 500  # people claimed per check-in transaction
+    concurrency: int = 8  # messages composed and sent at once
+    grace: timedelta = timedelta(hours=2)  # a later check-in is skipped as missed
+    recent_activity: timedelta = timedelta(hours=3)  # they wrote: no need to reach out
+    max_unanswered: int = 3  # proactive messages in a row without an answer: back off
+    lease: timedelta = timedelta(minutes=10)  # a claimed row is another's after this
+    retry_delay: timedelta = timedelta(minutes=5)  # before composing again
+    max_attempts: int = 3  # compose attempts before a row fails
+    followup_delay: timedelta = timedelta(hours=2)  # after the event's time
+    followup_window: timedelta = timedelta(days=3)  # older events are not followed up
+    patrol_time: time = time(3, 0)  # local time of the nightly patrol and diary
+    patrol_batch: int = 1000  # people per patrol transaction
+    idle_gap: timedelta = timedelta(minutes=30)  # a session idle this long is closed
+    llm_steps: bool = True  # merge text, diary, extraction retries (needs a model key)
+    memory_budget_tokens: int = 1500  # memory in a check-in prompt
+    tick_seconds: float = 60.0  # check-ins, follow-ups, outbox recovery
+    nightly_seconds: float = 600.0  # patrol and diary for people past their 03:00
+    sweep_seconds: float = 60.0  # close idle sessions and extract them
+    misfire_grace_seconds: int = 30
+
+
+def config_from(core: Core, **overrides: object) -> SchedulerConfig:
+    """The configuration for this core: LLM steps only with a model key."""
+    values: dict[str, object] = {
+        "llm_steps": core.settings.has_llm,
+        "idle_gap": timedelta(minutes=core.settings.session_idle_minutes),
+        "memory_budget_tokens": core.settings.memory_budget_tokens,
+    }
+    values.update(overrides)
+    return SchedulerConfig(**values)  # type: ignore[arg-type]
+
+
+class RepositoryEmbedder:
+    """The memory repository's embedder, as the `Embedder` port (extraction needs one)."""
+
+    def __init__(self, memories: SqlMemoryRepository, dim: int) -> None:
+        self._memories = memories
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        """The vector width."""
+        return self._dim
+
+    @property
+    def name(self) -> str:
+        """A label for logs."""
+        return "memory-repository"
+
+    async def embed(self, texts: list[str]) -> Vector:
+        """One unit vector per text."""
+        rows = await self._memories.embed(texts)
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), self._dim)
+
+
+@dataclass(frozen=True)
+class SchedulerDeps:
+    """The collaborators of every job."""
+
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    store: SqlConversationStore
+    memories: SqlMemoryRepository
+    memory: MemoryServices
+    outbound: Outbound
+    llm: LLM
+    tool_caller: ToolCaller
+    embedder: Embedder
+    clock: Clock
+    persona: str
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+
+def deps_from(core: Core, config: SchedulerConfig | None = None) -> SchedulerDeps:
+    """The jobs' collaborators, taken from the core."""
+    return SchedulerDeps(
+        engine=core.engine,
+        sessions=core.sessions,
+        store=core.store,
+        memories=core.memories,
+        memory=core.memory,
+        outbound=core.outbound,
+        llm=core.llm,
+        tool_caller=LLMToolCaller(core.llm),
+        embedder=RepositoryEmbedder(core.memories, core.settings.embedding_dim),
+        clock=core.clock,
+        persona=load_persona(core.settings.persona_file),
+        config=config or config_from(core),
+    )

@@ -1,0 +1,233 @@
+"""The delivery outbox: the state of each proactive message, moved forward in short
+transactions so that a crash never sends twice.
+
+    pending ──▶ sending ──▶ sent | failed        (deliver between the two)
+       │           └──(crash: lease runs out)──▶ unknown   (never resent)
+       └──▶ skipped (a rule, silence, missed)    failed (the model kept failing)
+
+A row is processed by whoever holds its `claim_token`; `merged_into` rows (follow-ups
+folded into a check-in) share their primary row's fate.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, or_, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memory.tables import Message, Outreach
+from memory.tables import Session as SessionRow
+
+FINAL = ("sent", "skipped", "failed", "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A primary outreach row this process now owns (until its lease runs out)."""
+
+    id: int
+    user_id: int
+    kind: str
+    token: str
+    due_at: datetime
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """Where a message went."""
+
+    platform: str
+    chat_id: str
+    platform_message_id: str
+
+
+def new_token() -> str:
+    """A fresh claim token."""
+    return secrets.token_hex(8)
+
+
+def _row_and_merged(outreach_id: int) -> ColumnElement[bool]:
+    return or_(Outreach.id == outreach_id, Outreach.merged_into == outreach_id)
+
+
+_BEGIN_SENDING = text("""
+WITH moved AS (
+    UPDATE outreach SET status = 'sending', text = :text, lease_until = :lease_until
+    WHERE id = :id AND status = 'pending' AND claim_token = :token
+    RETURNING id
+), merged AS (
+    UPDATE outreach SET status = 'sending'
+    WHERE merged_into IN (SELECT id FROM moved) AND status = 'pending'
+    RETURNING id
+)
+SELECT count(*) FROM moved
+""")
+
+
+async def begin_sending(
+    sessions: async_sessionmaker[AsyncSession], claim: Claim, *, text_: str, lease_until: datetime
+) -> bool:
+    """pending → sending (with its merged rows), committed before delivery; False when
+    the claim was lost to another process."""
+    params = {"id": claim.id, "token": claim.token, "text": text_, "lease_until": lease_until}
+    async with sessions.begin() as db:
+        moved = await db.scalar(_BEGIN_SENDING, params)
+    return bool(moved)
+
+
+async def finish(
+    sessions: async_sessionmaker[AsyncSession],
+    outreach_id: int,
+    *,
+    status: str,
+    reason: str | None = None,
+    error: str | None = None,
+) -> None:
+    """Close a row (and its merged rows) as skipped or failed, unless already final."""
+    async with sessions.begin() as db:
+        await db.execute(
+            update(Outreach)
+            .where(_row_and_merged(outreach_id), Outreach.status.not_in(FINAL))
+            .values(status=status, reason=reason, error=error, lease_until=None)
+        )
+
+
+async def release(
+    sessions: async_sessionmaker[AsyncSession],
+    claim: Claim,
+    *,
+    until: datetime,
+    failed_attempt: bool,
+) -> None:
+    """Give a pending row back, to be tried again after `until`."""
+    async with sessions.begin() as db:
+        await db.execute(
+            update(Outreach)
+            .where(
+                Outreach.id == claim.id,
+                Outreach.status == "pending",
+                Outreach.claim_token == claim.token,
+            )
+            .values(
+                lease_until=until,
+                claim_token=None,
+                attempts=Outreach.attempts + int(failed_attempt),
+            )
+        )
+
+
+async def finish_sent(
+    sessions: async_sessionmaker[AsyncSession],
+    claim: Claim,
+    *,
+    delivered: Delivered,
+    text_: str,
+    embedding: list[float] | None,
+    now: datetime,
+    idle_gap: timedelta,
+) -> None:
+    """Mark the row (and merged rows) sent and keep the message in the conversation log,
+    in one transaction; a row marked unknown meanwhile is corrected to sent."""
+    async with sessions.begin() as db:
+        await db.execute(
+            update(Outreach)
+            .where(
+                _row_and_merged(claim.id),
+                Outreach.status.in_(("sending", "unknown")),
+            )
+            .values(
+                status="sent",
+                reason=None,
+                sent_at=now,
+                platform=delivered.platform,
+                platform_message_id=delivered.platform_message_id,
+                lease_until=None,
+            )
+        )
+        session_id = await _conversation_session(db, claim.user_id, now, idle_gap)
+        db.add(
+            Message(
+                user_id=claim.user_id,
+                session_id=session_id,
+                role="assistant",
+                content=text_,
+                platform=delivered.platform,
+                chat_id=delivered.chat_id,
+                platform_message_id=delivered.platform_message_id or None,
+                created_at=now,
+                embedding=embedding,
+            )
+        )
+
+
+async def _conversation_session(
+    db: AsyncSession, user_id: int, now: datetime, idle_gap: timedelta
+) -> int:
+    """The person's open session, or a new one (closing an idle one, as inbound does)."""
+    current = await db.scalar(
+        select(SessionRow)
+        .where(SessionRow.user_id == user_id, SessionRow.closed_at.is_(None))
+        .order_by(SessionRow.id.desc())
+        .limit(1)
+        .with_for_update()
+    )
+    if current is not None and now - current.last_message_at <= idle_gap:
+        current.last_message_at = max(current.last_message_at, now)
+        return current.id
+    if current is not None:
+        current.closed_at = current.last_message_at
+        current.extraction_due = True
+    fresh = SessionRow(user_id=user_id, started_at=now, last_message_at=now)
+    db.add(fresh)
+    await db.flush()
+    return fresh.id
+
+
+_RECOVER_SENDING = text("""
+WITH stale AS (
+    UPDATE outreach SET status = 'unknown', reason = 'interrupted', lease_until = NULL
+    WHERE status = 'sending' AND merged_into IS NULL AND lease_until < :now
+    RETURNING id
+)
+UPDATE outreach SET status = 'unknown', reason = 'interrupted'
+WHERE merged_into IN (SELECT id FROM stale) AND status = 'sending'
+""")
+
+_RECLAIM_PENDING = text("""
+UPDATE outreach AS o SET claim_token = :token, lease_until = :lease_until
+FROM (
+    SELECT id FROM outreach
+    WHERE status = 'pending' AND merged_into IS NULL AND lease_until < :now
+    ORDER BY lease_until LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+) AS due
+WHERE o.id = due.id
+RETURNING o.id, o.user_id, o.kind, o.due_at, o.attempts
+""")
+
+
+async def recover(sessions: async_sessionmaker[AsyncSession], *, now: datetime) -> int:
+    """Rows left `sending` past their lease (a crash mid-send) become `unknown`: whether
+    the person got the message cannot be known, so it is never sent again."""
+    async with sessions.begin() as db:
+        result = await db.execute(_RECOVER_SENDING, {"now": now})
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+async def reclaim_pending(
+    sessions: async_sessionmaker[AsyncSession], *, now: datetime, lease: timedelta, limit: int
+) -> list[Claim]:
+    """Pending rows whose lease ran out (released to retry, or their process died)."""
+    token = new_token()
+    async with sessions.begin() as db:
+        rows = (
+            await db.execute(
+                _RECLAIM_PENDING,
+                {"token": token, "lease_until": now + lease, "now": now, "limit": limit},
+            )
+        ).all()
+    return [Claim(r.id, r.user_id, r.kind, token, r.due_at, r.attempts) for r in rows]

@@ -1,0 +1,177 @@
+"""The patrol's mechanical steps as set-based statements over a batch of people.
+
+Each statement takes the batch as two arrays (`:ids`, and `:since`, each person's last
+patrol) and changes every matching memory at once; changes people can see are recorded
+in `memory_events` by the same statement (actor 'patrol').
+
+Decay: a memory's weight is importance × exp(−sessions/30), where `sessions` counts the
+person's sessions since it was last recalled. It fades ('dying', still searchable)
+below 2 and, for the active tier, retires ('dead') below 1; core memories are permanent
+until superseded or forgotten, so they only fade. Pinned and explicit (source 'user')
+memories never decay.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import TextClause, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+DECAY_SESSIONS = 30.0
+DYING_BELOW = 2.0
+DEAD_BELOW = 1.0
+ARCHIVE_AFTER = timedelta(days=30)  # expired and not recalled for this long: archived
+TRASH_DAYS = timedelta(days=30)
+
+_PEOPLE = """p AS (
+    SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:since AS timestamptz[]))
+        AS p(user_id, since)
+)"""
+
+_RECORD = """INSERT INTO memory_events (user_id, memory_id, action, actor, details, created_at)
+SELECT user_id, id, {action}, 'patrol',
+       jsonb_build_object('short_id', short_id, 'previous_status', old_status,
+                          'status', new_status),
+       CAST(:now AS timestamptz)
+FROM changed WHERE new_status <> old_status"""
+
+
+def _transition(where: str, new_status: str, action: str, also: str = "") -> TextClause:
+    """Move the memories matching `where` (alias m, with p) to `new_status`, recorded."""
+    return text(f"""
+WITH {_PEOPLE},
+planned AS (
+    SELECT m.id, m.user_id, m.short_id, m.status AS old_status,
+           CAST('{new_status}' AS text) AS new_status
+    FROM memories AS m JOIN p ON m.user_id = p.user_id
+    WHERE m.valid_until IS NULL AND NOT m.pinned AND {where}
+    FOR UPDATE OF m
+),
+changed AS (
+    UPDATE memories AS m SET status = planned.new_status{also}
+    FROM planned WHERE m.id = planned.id
+    RETURNING planned.*
+)
+{_RECORD.format(action=f"'{action}'")}
+""")
+
+
+REVIVE = _transition(
+    "m.status = 'dying' AND m.last_recalled_at > p.since",
+    "active",
+    "revive",
+    ", sessions_since_recall = 0",
+)
+EXPIRE = _transition(
+    "m.tier = 'active' AND m.status = 'active' AND m.expires_at < :now "
+    "AND (m.last_recalled_at IS NULL OR m.last_recalled_at < m.expires_at)",
+    "dying",
+    "expire",
+)
+ARCHIVE = _transition(
+    "m.tier = 'active' AND m.status IN ('active', 'dying') AND m.expires_at < :archive_before "
+    "AND coalesce(m.last_recalled_at, m.expires_at) < :archive_before",
+    "dead",
+    "archive",
+)
+
+DECAY = text(f"""
+WITH {_PEOPLE},
+activity AS (
+    SELECT p.user_id, p.since, count(*) AS k
+    FROM p JOIN sessions AS s
+      ON s.user_id = p.user_id AND s.started_at > p.since AND s.started_at <= :now
+    GROUP BY p.user_id, p.since
+),
+weighed AS (
+    SELECT m.id, m.user_id, m.short_id, m.tier, m.status AS old_status,
+           m.sessions_since_recall + a.k AS sessions,
+           m.importance * exp(-(m.sessions_since_recall + a.k) / CAST(:tau AS float8)) AS weight
+    FROM memories AS m JOIN activity AS a ON m.user_id = a.user_id
+    WHERE m.valid_until IS NULL AND m.status IN ('active', 'dying')
+      AND NOT m.pinned AND m.source <> 'user'
+      AND (m.last_recalled_at IS NULL OR m.last_recalled_at <= a.since)
+),
+planned AS (
+    SELECT w.id, w.user_id, w.short_id, w.old_status, w.sessions,
+           CASE WHEN w.tier = 'active' AND w.weight < :dead THEN 'dead'
+                WHEN w.weight < :dying THEN 'dying'
+                ELSE w.old_status END AS new_status
+    FROM weighed AS w
+),
+changed AS (
+    UPDATE memories AS m SET sessions_since_recall = planned.sessions,
+                             status = planned.new_status
+    FROM planned WHERE m.id = planned.id
+    RETURNING planned.*
+)
+{_RECORD.format(action="CASE new_status WHEN 'dead' THEN 'retire' ELSE 'fade' END")}
+""")
+
+PURGE_TRASH = text(f"""
+WITH {_PEOPLE}
+DELETE FROM memories AS m USING p
+WHERE m.user_id = p.user_id AND m.status = 'forgotten' AND m.forgotten_at < :purge_before
+""")
+
+CLOSE_STALE = text(f"""
+WITH {_PEOPLE}
+UPDATE sessions AS s SET closed_at = s.last_message_at, extraction_due = true
+FROM p
+WHERE s.user_id = p.user_id AND s.closed_at IS NULL AND s.last_message_at < :idle_before
+""")
+
+STEPS: tuple[tuple[str, TextClause], ...] = (
+    ("revive", REVIVE),
+    ("expire", EXPIRE),
+    ("archive", ARCHIVE),
+    ("decay", DECAY),
+    ("purge_trash", PURGE_TRASH),
+    ("close_sessions", CLOSE_STALE),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """People patrolled together, with when each was last patrolled."""
+
+    ids: tuple[int, ...]
+    since: tuple[datetime, ...]
+
+
+def weight(importance: float, sessions: int) -> float:
+    """A memory's decayed weight: importance × exp(−sessions/30)."""
+    return importance * math.exp(-sessions / DECAY_SESSIONS)
+
+
+async def run_mechanical(
+    db: AsyncSession, batch: Batch, *, now: datetime, idle_gap: timedelta
+) -> dict[str, int]:
+    """Every mechanical step for the batch, in the caller's transaction; rows per step."""
+    params = {
+        "ids": list(batch.ids),
+        "since": list(batch.since),
+        "now": now,
+        "archive_before": now - ARCHIVE_AFTER,
+        "purge_before": now - TRASH_DAYS,
+        "idle_before": now - idle_gap,
+        "tau": DECAY_SESSIONS,
+        "dead": DEAD_BELOW,
+        "dying": DYING_BELOW,
+    }
+    counts: dict[str, int] = {}
+    for name, statement in STEPS:
+        used = {k: v for k, v in params.items() if f":{k}" in statement.text}
+        result = await db.execute(statement, used)
+        counts[name] = int(getattr(result, "rowcount", 0) or 0)
+    return counts
+
+
+def batch_of(rows: Sequence[tuple[int, datetime | None]], now: datetime) -> Batch:
+    """The batch from (id, last patrol) pairs; a first patrol looks back one day."""
+    first = now - timedelta(days=1)
+    return Batch(tuple(r[0] for r in rows), tuple(r[1] or first for r in rows))
