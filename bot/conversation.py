@@ -6,7 +6,7 @@ the model is down; it then stays in the session and is in context on the next tu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
 
@@ -19,6 +19,7 @@ from bot.llm import LLM, Completion, LLMRequest, ToolCall, ToolResult, ToolSpec
 from bot.logs import bind_person
 from bot.prompting import TurnWindow, dynamic_system, fit_turns
 from bot.text import clean_text, estimate_tokens
+from bot.turns import TurnLocks
 from memory.conversations import SqlConversationStore
 from memory.ports import Clock
 from memory.records import ConversationSession, Inbound, Person, TokenUsage
@@ -78,6 +79,7 @@ class Conversation:
     config: ConversationConfig
     background: BackgroundTasks
     memory: MemoryGateway | None = None
+    turns: TurnLocks = field(default_factory=TurnLocks)
 
 
 async def record_message(incoming: IncomingMessage, *, conversation: Conversation) -> None:
@@ -96,11 +98,20 @@ async def handle_message(incoming: IncomingMessage, *, conversation: Conversatio
     if not text:
         return Reply(EMPTY_REPLY)
     inbound = await _record(incoming, text, conversation)
-    with bind_person(user_id=inbound.person.id, platform=incoming.platform):
-        if inbound.duplicate and inbound.message.status == "answered":
-            log.info("conversation.duplicate_ignored", message_id=inbound.message.id)
+    person, message = inbound.person, inbound.message
+    with bind_person(user_id=person.id, platform=incoming.platform):
+        if inbound.duplicate and message.status == "answered":
+            log.info("conversation.duplicate_ignored", message_id=message.id)
             return Reply("", silent=True)
-        return await _answer(incoming, inbound, conversation)
+        async with conversation.turns.hold(person.id):
+            # The turn before may have answered this message (a redelivered update).
+            status = await conversation.store.message_status(
+                user_id=person.id, message_id=message.id
+            )
+            if status == "answered":
+                log.info("conversation.answered_meanwhile", message_id=message.id)
+                return Reply("", silent=True)
+            return await _answer(incoming, inbound, conversation)
 
 
 async def _record(incoming: IncomingMessage, text: str, conversation: Conversation) -> Inbound:

@@ -290,6 +290,13 @@ class SqlConversationStore:
                 .values(status=status)
             )
 
+    async def message_status(self, *, user_id: int, message_id: int) -> str | None:
+        """A message's status now ('stored', 'answered', ...), None if it is gone."""
+        async with self._sessions() as db:
+            return await db.scalar(
+                select(Message.status).where(Message.id == message_id, Message.user_id == user_id)
+            )
+
     async def session_messages(
         self,
         *,

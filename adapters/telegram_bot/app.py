@@ -1,10 +1,13 @@
 """The Telegram adapter: python-telegram-bot's `Application`, driven by its manual
 lifecycle inside our event loop, receiving updates by long polling or a webhook.
 
-Restart safety: Telegram drops an update only when a later getUpdates confirms it. On
-stop, the updater confirms what it fetched, the application finishes every fetched
-update, and waiting bursts are answered, so nothing is lost or handled twice; after a
-crash, unconfirmed updates come again and the core ignores the ones it already stored.
+Restart safety: Telegram drops an update only when a later getUpdates confirms it, and
+our poller (`polling.ConfirmingPoller`) confirms an update only after its handlers ran
+(a message is stored by then). On stop, polling ends and confirms what was handled,
+waiting bursts are answered and turns in flight finish, so nothing is lost or handled
+twice; after a crash or a database outage, unconfirmed updates come again and the core
+ignores the ones it already stored. (In webhook mode python-telegram-bot acknowledges
+an update when it arrives; polling is the mode that survives a crash mid-update.)
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from adapters.telegram_bot.flood import FloodControl
 from adapters.telegram_bot.handlers import TelegramHandlers
 from adapters.telegram_bot.inbound import BotIdentity
 from adapters.telegram_bot.outbound import TelegramSender
+from adapters.telegram_bot.polling import ConfirmingPoller
 from adapters.telegram_bot.processing import PerPersonUpdateProcessor
 from bot.bootstrap import Core
 from bot.commands.catalog import COMMANDS
@@ -130,6 +134,8 @@ class TelegramAdapter:
         self._limiter = rate_limiter or RateLimiter(per_minute=self._settings.rate_limit_per_minute)
         self._typing_interval = typing_interval
         self._handlers: TelegramHandlers | None = None
+        self._polling: asyncio.Task[None] | None = None
+        self._stop_polling = asyncio.Event()
         self.delivery = TelegramDelivery(self._application.bot, core.store)
 
     @property
@@ -171,6 +177,11 @@ class TelegramAdapter:
     async def stop(self) -> None:
         """Stop receiving, finish fetched updates and waiting bursts, then disconnect."""
         app = self._application
+        if self._polling is not None:
+            self._stop_polling.set()
+            with contextlib.suppress(Exception):
+                await self._polling
+            self._polling = None
         if app.updater is not None and app.updater.running:
             await app.updater.stop()
         if app.running:
@@ -186,7 +197,14 @@ class TelegramAdapter:
         """Start, run until `stop` is set, then stop cleanly."""
         await self.start()
         try:
-            await stop.wait()
+            stopping = asyncio.ensure_future(stop.wait())
+            watched: set[asyncio.Future[Any]] = {stopping}
+            if self._polling is not None:
+                watched.add(self._polling)
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if self._polling is not None and self._polling.done():
+                self._polling.result()  # polling ended on its own: raise why
         finally:
             await self.stop()
 
@@ -210,15 +228,21 @@ class TelegramAdapter:
 
     async def _receive(self, webhook: tuple[str, str] | None) -> None:
         """Long-poll getUpdates, or serve the webhook (and register it with Telegram)."""
+        if webhook is None:
+            assert self._handlers is not None
+            poller = ConfirmingPoller(
+                self._application,
+                failures=self._handlers.failures,
+                allowed_updates=ALLOWED_UPDATES,
+                poll_timeout=POLL_TIMEOUT_SECONDS,
+                on_state=lambda ok, detail: self._core.health.set("telegram", ok, detail),
+            )
+            await self._application.bot.delete_webhook(drop_pending_updates=False)
+            self._stop_polling.clear()
+            self._polling = asyncio.create_task(poller.run(self._stop_polling))
+            return
         updater = self._application.updater
         assert updater is not None
-        if webhook is None:
-            await updater.start_polling(
-                timeout=POLL_TIMEOUT_SECONDS,
-                allowed_updates=ALLOWED_UPDATES,
-                drop_pending_updates=False,
-            )
-            return
         url, secret = webhook
         await updater.start_webhook(
             listen=self._settings.telegram_webhook_listen,

@@ -75,8 +75,10 @@ class TelegramHandlers:
         limiter: RateLimiter,
         burst_window: float,
         typing_interval: float = 4.0,
+        failures: dict[int, BaseException] | None = None,
     ) -> None:
         self._core = core
+        self.failures: dict[int, BaseException] = failures if failures is not None else {}
         self._sender = sender
         self._me = me
         self._limiter = limiter
@@ -172,9 +174,12 @@ class TelegramHandlers:
         log.info("telegram.reachability_changed", reachable=reachable)
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """Log an update that failed, with its traceback (never its text)."""
+        """Log an update that failed, with its traceback (never its text), and note it
+        for the poller, which then fetches it again instead of confirming it."""
         update_id = update.update_id if isinstance(update, Update) else None
         error = context.error
+        if update_id is not None and error is not None:
+            self.failures[update_id] = error
         log.error(
             "telegram.update_failed",
             update_id=update_id,

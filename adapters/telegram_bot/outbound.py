@@ -3,7 +3,10 @@ a plain-text fallback), buttons as an inline keyboard, documents as uploads."""
 
 from __future__ import annotations
 
+import asyncio
 import html
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import structlog
 from telegram import (
@@ -15,7 +18,7 @@ from telegram import (
     ReplyParameters,
 )
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest
+from telegram.error import BadRequest, NetworkError, TimedOut
 
 from adapters.splitting import split_text
 from bot.domain import Button, Document, Reply
@@ -24,6 +27,25 @@ log = structlog.get_logger(__name__)
 
 MAX_MESSAGE = 4096
 MAX_CALLBACK_DATA = 64
+RETRY_DELAYS = (0.5, 2.0)  # before the second and third attempt after a 5xx or a refusal
+
+T = TypeVar("T")
+
+
+async def retrying(call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, again after a 5xx or a failed connection (the message was not taken).
+    A timeout is not retried: Telegram may have delivered it, and twice is worse."""
+    for delay in (*RETRY_DELAYS, None):
+        try:
+            return await call()
+        except (TimedOut, BadRequest):  # BadRequest is a NetworkError too in PTB
+            raise
+        except NetworkError as exc:
+            if delay is None:
+                raise
+            log.warning("telegram.send_retried", error=exc.message[:80], after_seconds=delay)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def utf16_len(text: str) -> int:
@@ -142,38 +164,46 @@ class TelegramSender:
             else None
         )
         try:
-            return await self.bot.send_message(
-                chat_id,
-                to_html(text),
-                parse_mode=ParseMode.HTML,
-                reply_markup=markup,
-                reply_parameters=replying,
+            return await retrying(
+                lambda: self.bot.send_message(
+                    chat_id,
+                    to_html(text),
+                    parse_mode=ParseMode.HTML,
+                    reply_markup=markup,
+                    reply_parameters=replying,
+                )
             )
         except BadRequest as exc:
             if not is_parse_error(exc):
                 raise
             log.warning("telegram.html_rejected", error=exc.message[:120])
-            return await self.bot.send_message(
-                chat_id, text, reply_markup=markup, reply_parameters=replying
+            return await retrying(
+                lambda: self.bot.send_message(
+                    chat_id, text, reply_markup=markup, reply_parameters=replying
+                )
             )
 
     async def _edit_text(
         self, chat_id: int, message_id: int, text: str, markup: InlineKeyboardMarkup | None
     ) -> None:
         try:
-            await self.bot.edit_message_text(
-                to_html(text),
-                chat_id=chat_id,
-                message_id=message_id,
-                parse_mode=ParseMode.HTML,
-                reply_markup=markup,
+            await retrying(
+                lambda: self.bot.edit_message_text(
+                    to_html(text),
+                    chat_id=chat_id,
+                    message_id=message_id,
+                    parse_mode=ParseMode.HTML,
+                    reply_markup=markup,
+                )
             )
         except BadRequest as exc:
             if not is_parse_error(exc):
                 raise
             log.warning("telegram.html_rejected", error=exc.message[:120])
-            await self.bot.edit_message_text(
-                text, chat_id=chat_id, message_id=message_id, reply_markup=markup
+            await retrying(
+                lambda: self.bot.edit_message_text(
+                    text, chat_id=chat_id, message_id=message_id, reply_markup=markup
+                )
             )
 
     async def _send_document(
@@ -183,15 +213,18 @@ class TelegramSender:
         markup: InlineKeyboardMarkup | None,
         reply_to: int | None,
     ) -> Message:
-        return await self.bot.send_document(
-            chat_id,
-            InputFile(document.content, filename=document.filename),
-            reply_markup=markup,
-            reply_parameters=(
-                ReplyParameters(reply_to, allow_sending_without_reply=True)
-                if reply_to is not None
-                else None
-            ),
+        replying = (
+            ReplyParameters(reply_to, allow_sending_without_reply=True)
+            if reply_to is not None
+            else None
+        )
+        return await retrying(
+            lambda: self.bot.send_document(
+                chat_id,
+                InputFile(document.content, filename=document.filename),
+                reply_markup=markup,
+                reply_parameters=replying,
+            )
         )
 
 

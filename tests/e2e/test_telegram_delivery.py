@@ -135,7 +135,7 @@ async def test_other_errors_keep_their_reason(
 ) -> None:
     fake.start_chat(ALICE)
     fake.fail("sendMessage", 400, "Bad Request: chat not found")
-    fake.fail("sendMessage", 500, "Internal Server Error")
+    fake.fail("sendMessage", 500, "Internal Server Error", times=3)  # retried twice first
 
     reasons = []
     for _ in range(2):
