@@ -169,7 +169,8 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
             cache_read_tokens=completion.usage.cache_read_tokens,
             cache_write_tokens=completion.usage.cache_write_tokens,
         ),
-        answers_through=message.id,
+        # Messages stored while this turn was built were in its prompt too: answered.
+        answers_through=max(message.id, window.last_user_message_id or 0),
     )
     log.info(
         "conversation.replied",

@@ -15,6 +15,17 @@ from bot.text import estimate_tokens
 from memory.records import StoredMessage
 
 HIDDEN_STATUSES = frozenset({"apology", "too_long", "forgotten"})
+WAITING_STATUSES = frozenset({"stored", "unanswered"})
+"""A person's message no reply has answered yet."""
+
+
+def in_reply_order(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
+    """The transcript as the model should read it: the person's messages still waiting
+    for an answer come last, after any reply stored meanwhile (a message that arrived
+    while the last reply was being written is not answered by that reply)."""
+    waiting = [m for m in messages if m.role == "user" and m.status in WAITING_STATUSES]
+    settled = [m for m in messages if not (m.role == "user" and m.status in WAITING_STATUSES)]
+    return settled + waiting
 
 
 def load_persona(path: Path | None = None) -> str:
@@ -33,6 +44,8 @@ class TurnWindow:
     needs_summary: bool
     unextracted: int = 0
     budget_tokens: int = 0
+    last_user_message_id: int | None = None
+    """The newest of the person's messages the model sees: its reply answers up to it."""
 
 
 def fit_turns(
@@ -40,7 +53,7 @@ def fit_turns(
 ) -> TurnWindow:
     """Keep the newest turns within `budget_tokens`; flag a summary past 80% of it, and
     count the person's messages past the extraction watermark."""
-    visible = [m for m in messages if m.status not in HIDDEN_STATUSES]
+    visible = in_reply_order([m for m in messages if m.status not in HIDDEN_STATUSES])
     kept: list[Turn] = []
     used = 0
     for message in reversed(visible):
@@ -57,6 +70,7 @@ def fit_turns(
         needs_summary=total > 0.8 * budget_tokens,
         unextracted=sum(1 for m in messages if m.role == "user" and m.id > watermark),
         budget_tokens=budget_tokens,
+        last_user_message_id=max((m.id for m in visible if m.role == "user"), default=None),
     )
 
 

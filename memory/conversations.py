@@ -10,12 +10,20 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import exists, func, select, update
+from sqlalchemy.dialects.postgresql import distinct_on, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.orm import aliased
 
 from memory.ports import Embedder
-from memory.records import ConversationSession, Inbound, Person, StoredMessage, TokenUsage
+from memory.records import (
+    ConversationSession,
+    Inbound,
+    Person,
+    StoredMessage,
+    TokenUsage,
+    WaitingTurn,
+)
 from memory.tables import Identity, Message, User
 from memory.tables import Session as SessionRow
 
@@ -289,6 +297,60 @@ class SqlConversationStore:
                 .where(Message.id == message_id, Message.user_id == user_id)
                 .values(status=status)
             )
+
+    async def waiting_turns(
+        self, *, platform: str, since: datetime, limit: int = 1000
+    ) -> list[WaitingTurn]:
+        """Each person's latest private message on `platform` since `since` that is still
+        waiting for an answer, with no reply of the companion's after it."""
+        later = aliased(Message)
+        query = (
+            select(
+                Message.id,
+                Message.user_id,
+                Identity.platform_user_id,
+                Message.chat_id,
+                Message.platform_message_id,
+                Message.content,
+                User.display_name,
+            )
+            .join(
+                Identity,
+                (Identity.user_id == Message.user_id)
+                & (Identity.platform == Message.platform)
+                & (Identity.chat_id == Message.chat_id),
+            )
+            .join(User, User.id == Message.user_id)
+            .where(
+                Message.platform == platform,
+                Message.role == "user",
+                Message.status == "stored",
+                Message.created_at >= since,
+                Identity.reachable,
+                ~exists().where(
+                    later.user_id == Message.user_id,
+                    later.id > Message.id,
+                    later.role == "assistant",
+                ),
+            )
+            .ext(distinct_on(Message.user_id))
+            .order_by(Message.user_id, Message.id.desc())
+            .limit(limit)
+        )
+        async with self._sessions() as db:
+            rows = (await db.execute(query)).all()
+        return [
+            WaitingTurn(
+                message_id=row.id,
+                user_id=row.user_id,
+                platform_user_id=row.platform_user_id,
+                chat_id=row.chat_id or "",
+                platform_message_id=row.platform_message_id,
+                text=row.content,
+                display_name=row.display_name,
+            )
+            for row in rows
+        ]
 
     async def message_status(self, *, user_id: int, message_id: int) -> str | None:
         """A message's status now ('stored', 'answered', ...), None if it is gone."""

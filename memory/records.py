@@ -68,3 +68,17 @@ class Inbound:
     message: StoredMessage
     closed_session_id: int | None
     duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingTurn:
+    """A person's last private message that was stored but never answered (the bot
+    stopped or crashed before its reply), to be answered after a restart."""
+
+    message_id: int
+    user_id: int
+    platform_user_id: str
+    chat_id: str
+    platform_message_id: str | None
+    text: str
+    display_name: str | None

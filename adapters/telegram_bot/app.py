@@ -172,6 +172,10 @@ class TelegramAdapter:
             raise
         self._core.outbound.register(self.delivery)
         self._core.health.set("telegram", True, "connected")
+        try:
+            await self._handlers.answer_waiting()
+        except Exception as exc:  # they stay stored and are answered on the next turn
+            log.warning("telegram.waiting_not_answered", error=type(exc).__name__)
         log.info("telegram.started", mode=self._settings.telegram_mode, bot_id=app.bot.id)
 
     async def stop(self) -> None:

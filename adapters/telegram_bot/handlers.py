@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
+from datetime import timedelta
 
 import structlog
 from telegram import Message, Update
@@ -41,6 +42,9 @@ OPEN_PRIVATE_CHAT = (
     "https://t.me/{username} — press Start, then ask me there."
 )
 MAX_LIMITED_NOTICES = 10_000
+RECOVER_WITHIN = timedelta(hours=24)
+"""How old an unanswered message may be and still be answered after a restart (as long
+as Telegram keeps an unconfirmed update)."""
 DRAIN_SECONDS = 30.0
 """How long a stop waits for turns still being answered."""
 
@@ -186,6 +190,26 @@ class TelegramHandlers:
             error=type(error).__name__,
             exc_info=error,
         )
+
+    async def answer_waiting(self, within: timedelta = RECOVER_WITHIN) -> int:
+        """Answer the messages stored before a stop or crash but never answered (their
+        updates were confirmed, so Telegram will not send them again); how many."""
+        since = self._core.clock.now() - within
+        waiting = await self._core.store.waiting_turns(platform=PLATFORM, since=since)
+        for turn in waiting:
+            incoming = IncomingMessage(
+                platform=PLATFORM,
+                platform_user_id=turn.platform_user_id,
+                text=turn.text,
+                chat_id=turn.chat_id,
+                display_name=turn.display_name,
+                platform_message_id=turn.platform_message_id,
+            )
+            target = Target(int(turn.chat_id), int(turn.platform_user_id), True)
+            await self._bursts.add((target.user_id, target.chat_id), Turn(incoming, target))
+        if waiting:
+            log.info("telegram.answering_waiting", count=len(waiting))
+        return len(waiting)
 
     async def drain(self) -> None:
         """Answer every waiting burst now and wait for answers still being written."""

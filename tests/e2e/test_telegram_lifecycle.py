@@ -14,8 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from adapters.telegram_bot import TelegramAdapter, run_telegram
 from bot.bootstrap import Core
+from bot.domain import IncomingMessage
 from bot.errors import ConfigurationError
 from memory.tables import Message
+from tests.conftest import FakeClock
 from tests.e2e.test_telegram import ALICE, rows, running, telegram_settings
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -143,3 +145,42 @@ async def test_webhook_mode_needs_a_url_and_a_secret(core: Core, fake: FakeTeleg
     )
     with pytest.raises(ConfigurationError, match="WEBHOOK_SECRET"):
         await TelegramAdapter(core, settings).start()
+
+
+async def test_messages_stored_before_a_crash_are_answered_after_the_restart(
+    core: Core,
+    fake: FakeTelegramAPI,
+    clock: FakeClock,
+    scripted_llm: ScriptedLLM,
+    db: async_sessionmaker[AsyncSession],
+) -> None:
+    def said(person: int, text: str, message_id: int, *, private: bool = True) -> IncomingMessage:
+        return IncomingMessage(
+            platform="telegram",
+            platform_user_id=str(person),
+            text=text,
+            chat_id=str(person if private else -100),
+            display_name=f"P{person}",
+            platform_message_id=str(message_id),
+            is_private=private,
+        )
+
+    # Stored by a process that died before answering (their updates were confirmed).
+    await core.router.record(said(PEOPLE[0], "two days ago", 1))
+    clock.advance(days=2)
+    await core.router.record(said(PEOPLE[1], "my exam went badly", 2))
+    await core.router.record(said(PEOPLE[1], "really badly", 3))
+    await core.router.record(said(PEOPLE[2], "in the group", 4, private=False))
+    for person in PEOPLE[:3]:
+        fake.start_chat(person)
+
+    async with running(core, fake):
+        await fake.wait_for(lambda: bool(fake.sent[PEOPLE[1]]))
+        await asyncio.sleep(0.3)  # nothing else is answered
+
+    assert len(fake.sent[PEOPLE[1]]) == 1  # one answer for the burst
+    assert [p for p in PEOPLE if fake.sent[p]] == [PEOPLE[1]]
+    asked = scripted_llm.chat_requests[-1].turns
+    assert [t.content for t in asked][-2:] == ["my exam went badly", "really badly"]
+    stored = {(m.platform_message_id, m.status) for m in await rows(db) if m.role == "user"}
+    assert stored == {("1", "stored"), ("2", "answered"), ("3", "answered"), ("4", "stored")}

@@ -166,3 +166,19 @@ async def test_identities_remember_the_private_chat(
     async with db() as s:
         identity = (await s.scalars(select(Identity))).one()
     assert identity.chat_id == "chat-alice" and identity.reachable
+
+
+async def test_a_message_in_the_prompt_is_answered_by_the_reply_even_if_it_came_later(
+    router: Router, llm: ScriptedLLM, db: async_sessionmaker[AsyncSession]
+) -> None:
+    first = says("my exam went badly", message_id="1")
+    await router.record(first)
+    await router.record(says("really badly", message_id="2"))
+    llm.script.append(text("I'm sorry. What happened?"))
+    await router.handle(first)  # e.g. its update came again after a restart
+    assert [t.content for t in llm.requests[0].turns] == ["my exam went badly", "really badly"]
+    assert [(m.content, m.status) for m in await _messages(db)] == [
+        ("my exam went badly", "answered"),
+        ("really badly", "answered"),
+        ("I'm sorry. What happened?", "stored"),
+    ]

@@ -35,14 +35,31 @@ def test_parse_command() -> None:
 
 def test_fit_turns_keeps_the_newest_and_hides_apologies() -> None:
     messages = [
-        _message(1, "a" * 300),
+        _message(1, "a" * 300, status="answered"),
         _message(2, "sorry", "assistant", "apology"),
-        _message(3, "b" * 300),
+        _message(3, "b" * 300, status="answered"),
         _message(4, "c" * 30, "assistant"),
     ]
     window = fit_turns(messages, budget_tokens=150)
     assert [t.content[0] for t in window.turns] == ["b", "c"]
     assert window.dropped == 1 and window.needs_summary
+
+
+def test_messages_no_reply_answered_yet_come_last() -> None:
+    messages = [
+        _message(1, "how was your day", status="answered"),
+        _message(2, "and did you sleep", status="stored"),  # came while 3 was written
+        _message(3, "My day was fine!", "assistant"),
+        _message(4, "I ask because", status="stored"),
+    ]
+    window = fit_turns(messages, budget_tokens=1000)
+    assert [t.content for t in window.turns] == [
+        "how was your day",
+        "My day was fine!",
+        "and did you sleep",
+        "I ask because",
+    ]
+    assert window.last_user_message_id == 4
 
 
 def test_fit_turns_always_keeps_the_current_message_even_if_huge() -> None:
