@@ -1,6 +1,9 @@
 """`make bench`: run every benchmark, then write `bench/REPORT.md` with a table of the
 headline figures, the machine they ran on, each report, and PNG plots.
 
+`python -m bench.run_all NAME ...` runs only those benchmarks; the report keeps the
+latest run of the others (`bench/out/runs`).
+
 Benchmarks print their report and end it with `figure <name> <value> <unit>` lines;
 those that have a distribution or a curve worth drawing write JSON into the directory
 named by `COMPANION_BENCH_OUT`.
@@ -23,6 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 REPORT = HERE / "REPORT.md"
+RUNS = OUT / "runs"
 BENCHMARKS = (
     "turn_overhead",
     "locomo_recall",
@@ -138,19 +142,42 @@ def write_report(runs: list[Run]) -> None:
     REPORT.write_text("\n".join(lines) + "\n")
 
 
+def save(result: Run) -> None:
+    """Keep a run's output, so a report can combine runs made at different times."""
+    RUNS.mkdir(parents=True, exist_ok=True)
+    (RUNS / f"{result.name}.json").write_text(
+        json.dumps(
+            {"output": result.output, "seconds": result.seconds, "exit_code": result.exit_code}
+        )
+    )
+
+
+def saved() -> list[Run]:
+    """The latest kept run of every benchmark, in the report's order."""
+    runs = []
+    for name in BENCHMARKS:
+        path = RUNS / f"{name}.json"
+        if path.exists():
+            data = json.loads(path.read_text())
+            runs.append(Run(name, data["output"], data["seconds"], data["exit_code"]))
+    return runs
+
+
 def main() -> None:
-    """Run the benchmarks named on the command line, or all of them."""
+    """Run the benchmarks named on the command line, or all of them; the report shows
+    the latest run of each (so one benchmark can be run again on its own)."""
     OUT.mkdir(exist_ok=True)
     names = sys.argv[1:] or [n for n in BENCHMARKS if (HERE / f"{n}.py").exists()]
-    runs = []
+    failed = False
     for name in names:
         print(f"== {name}", flush=True)
         result = run(name)
         print(result.output, flush=True)
-        runs.append(result)
-    write_report(runs)
+        save(result)
+        failed = failed or result.exit_code != 0
+    write_report(saved())
     print(f"wrote {REPORT}")
-    if any(r.exit_code for r in runs):
+    if failed:
         sys.exit(1)
 
 
