@@ -112,7 +112,7 @@ class SqlConversationStore:
                     return Inbound(
                         to_person(user), to_session(session_row), to_message(existing), None, True
                     )
-            session_row, closed_id = await self._current_session(db, user.id, now, idle_gap)
+            session_row, closed_id = await current_session(db, user.id, now, idle_gap)
             message = Message(
                 user_id=user.id,
                 session_id=session_row.id,
@@ -205,29 +205,6 @@ class SqlConversationStore:
                 Message.role == "user",
             )
         )
-
-    async def _current_session(
-        self, db: AsyncSession, user_id: int, now: datetime, idle_gap: timedelta
-    ) -> tuple[SessionRow, int | None]:
-        current = await db.scalar(
-            select(SessionRow)
-            .where(SessionRow.user_id == user_id, SessionRow.closed_at.is_(None))
-            .order_by(SessionRow.id.desc())
-            .limit(1)
-            .with_for_update()
-        )
-        closed_id = None
-        if current is not None and now - current.last_message_at <= idle_gap:
-            return current, None
-        if current is not None:
-            current.closed_at = current.last_message_at
-            current.extraction_due = True
-            closed_id = current.id
-        fresh = SessionRow(user_id=user_id, started_at=now, last_message_at=now)
-        db.add(fresh)
-        await db.flush()
-        await db.refresh(fresh)
-        return fresh, closed_id
 
     async def add_reply(
         self,
@@ -490,6 +467,32 @@ class SqlConversationStore:
         async with self._sessions() as db:
             rows = (await db.scalars(select(User).where(User.id.in_(ids)))).all()
         return [to_person(row) for row in rows]
+
+
+async def current_session(
+    db: AsyncSession, user_id: int, now: datetime, idle_gap: timedelta
+) -> tuple[SessionRow, int | None]:
+    """The person's open session (locked), or a new one after closing an idle one (marked
+    for extraction); with the id of the session closed, if any."""
+    current = await db.scalar(
+        select(SessionRow)
+        .where(SessionRow.user_id == user_id, SessionRow.closed_at.is_(None))
+        .order_by(SessionRow.id.desc())
+        .limit(1)
+        .with_for_update()
+    )
+    if current is not None and now - current.last_message_at <= idle_gap:
+        return current, None
+    closed_id = None
+    if current is not None:
+        current.closed_at = current.last_message_at
+        current.extraction_due = True
+        closed_id = current.id
+    fresh = SessionRow(user_id=user_id, started_at=now, last_message_at=now)
+    db.add(fresh)
+    await db.flush()
+    await db.refresh(fresh)
+    return fresh, closed_id
 
 
 def _answered(user_id: int, session_id: int, through: int) -> Any:

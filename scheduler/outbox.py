@@ -15,11 +15,11 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, or_, select, text, update
+from sqlalchemy import ColumnElement, or_, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.conversations import current_session
 from memory.tables import Message, Outreach
-from memory.tables import Session as SessionRow
 
 FINAL = ("sent", "skipped", "failed", "unknown")
 
@@ -148,7 +148,9 @@ async def finish_sent(
                 lease_until=None,
             )
         )
-        session_id = await _conversation_session(db, claim.user_id, now, idle_gap)
+        session, _closed = await current_session(db, claim.user_id, now, idle_gap)
+        session.last_message_at = max(session.last_message_at, now)
+        session_id = session.id
         db.add(
             Message(
                 user_id=claim.user_id,
@@ -162,29 +164,6 @@ async def finish_sent(
                 embedding=embedding,
             )
         )
-
-
-async def _conversation_session(
-    db: AsyncSession, user_id: int, now: datetime, idle_gap: timedelta
-) -> int:
-    """The person's open session, or a new one (closing an idle one, as inbound does)."""
-    current = await db.scalar(
-        select(SessionRow)
-        .where(SessionRow.user_id == user_id, SessionRow.closed_at.is_(None))
-        .order_by(SessionRow.id.desc())
-        .limit(1)
-        .with_for_update()
-    )
-    if current is not None and now - current.last_message_at <= idle_gap:
-        current.last_message_at = max(current.last_message_at, now)
-        return current.id
-    if current is not None:
-        current.closed_at = current.last_message_at
-        current.extraction_due = True
-    fresh = SessionRow(user_id=user_id, started_at=now, last_message_at=now)
-    db.add(fresh)
-    await db.flush()
-    return fresh.id
 
 
 _RECOVER_SENDING = text("""

@@ -48,16 +48,8 @@ async def test_run_answers_on_telegram_and_stops_on_sigterm(
 ) -> None:
     async with FakeAnthropicAPI(api_key=KEY) as anthropic, FakeTelegramAPI() as telegram:
         anthropic.queue_text("Hello from the real process.")
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "adapters.cli",
-            "run",
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=_env(anthropic, telegram, database_url, tmp_path),
-            cwd=tmp_path,
+        process = await _run_process(
+            [], _env(anthropic, telegram, database_url, tmp_path), tmp_path
         )
         try:
             telegram.push_message(ALICE, "hi from telegram", first_name="Alice")
@@ -83,16 +75,8 @@ async def test_a_rejected_token_is_a_clear_one_line_error(
         FakeAnthropicAPI(api_key=KEY) as anthropic,
         FakeTelegramAPI(token="1:other") as telegram,
     ):
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "adapters.cli",
-            "run",
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=_env(anthropic, telegram, database_url, tmp_path),
-            cwd=tmp_path,
+        process = await _run_process(
+            [], _env(anthropic, telegram, database_url, tmp_path), tmp_path
         )
         _out, err = await asyncio.wait_for(process.communicate(), timeout=30)
     last_line = err.decode().strip().splitlines()[-1]
@@ -128,8 +112,9 @@ async def _due_person(db: async_sessionmaker[AsyncSession], telegram_id: int, na
 
 
 async def _run_process(
-    args: list[str], anthropic: FakeAnthropicAPI, telegram: FakeTelegramAPI, url: str, tmp: Path
+    args: list[str], env: dict[str, str], cwd: Path
 ) -> asyncio.subprocess.Process:
+    """`companion run ARGS` as a child process."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -139,8 +124,8 @@ async def _run_process(
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=_env(anthropic, telegram, url, tmp),
-        cwd=tmp,
+        env=env,
+        cwd=cwd,
     )
 
 
@@ -159,7 +144,7 @@ async def test_scheduler_only_sends_due_checkins_and_reads_no_updates(
         telegram.start_chat(5151, "Bob")
         anthropic.queue_tool_use("decide_checkin", {"send": True, "message": "Morning, Bob!"})
         process = await _run_process(
-            ["--scheduler-only"], anthropic, telegram, database_url, tmp_path
+            ["--scheduler-only"], _env(anthropic, telegram, database_url, tmp_path), tmp_path
         )
         try:
             sent = await telegram.wait_for_sent(5151, within=30)
@@ -182,7 +167,7 @@ async def test_no_scheduler_answers_but_never_reaches_out(
         telegram.start_chat(5151, "Bob")
         anthropic.queue_text("Hi Alice.")
         process = await _run_process(
-            ["--no-scheduler"], anthropic, telegram, database_url, tmp_path
+            ["--no-scheduler"], _env(anthropic, telegram, database_url, tmp_path), tmp_path
         )
         try:
             telegram.push_message(ALICE, "hello", first_name="Alice")
@@ -202,18 +187,7 @@ async def test_scheduler_only_without_a_platform_is_a_clear_error(
     async with FakeAnthropicAPI(api_key=KEY) as anthropic, FakeTelegramAPI() as telegram:
         env = _env(anthropic, telegram, database_url, tmp_path)
         del env["TELEGRAM_BOT_TOKEN"]
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "adapters.cli",
-            "run",
-            "--scheduler-only",
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=tmp_path,
-        )
+        process = await _run_process(["--scheduler-only"], env, tmp_path)
         _out, err = await asyncio.wait_for(process.communicate(), timeout=30)
     assert process.returncode == 2
     assert "--scheduler-only needs a platform" in err.decode().strip().splitlines()[-1]
