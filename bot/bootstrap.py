@@ -31,6 +31,7 @@ from memory.database import (
     EmbeddedPostgres,
     create_engine,
     migrate,
+    read_session_factory,
     session_factory,
     start_embedded,
     wait_until_reachable,
@@ -142,8 +143,9 @@ async def build_core(
     embedder = embedder or build_embedder_from(settings)
     engine, embedded = await open_database(settings)
     sessions = session_factory(engine)
+    reads = read_session_factory(engine)
     clock = clock or SystemClock()
-    store = SqlConversationStore(sessions, embedder)
+    store = SqlConversationStore(sessions, embedder, reads=reads)
     memories = SqlMemoryRepository(sessions, embedder, clock)
     tool_caller = LLMToolCaller(model)
     background = BackgroundTasks()
@@ -172,6 +174,7 @@ async def build_core(
             budget_tokens=settings.memory_budget_tokens,
             extract_every_n=settings.extract_every_n_messages,
         ),
+        reads=reads,
     )
     conversation = Conversation(
         store=store,

@@ -6,6 +6,7 @@ the model is down; it then stays in the session and is in context on the next tu
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
@@ -22,7 +23,7 @@ from bot.text import clean_text, estimate_tokens
 from bot.turns import TurnLocks
 from memory.conversations import SqlConversationStore
 from memory.ports import Clock
-from memory.records import ConversationSession, Inbound, Person, TokenUsage
+from memory.records import ConversationSession, Inbound, Person, StoredMessage, TokenUsage
 
 log = structlog.get_logger(__name__)
 
@@ -104,13 +105,6 @@ async def handle_message(incoming: IncomingMessage, *, conversation: Conversatio
             log.info("conversation.duplicate_ignored", message_id=message.id)
             return Reply("", silent=True)
         async with conversation.turns.hold(person.id):
-            # The turn before may have answered this message (a redelivered update).
-            status = await conversation.store.message_status(
-                user_id=person.id, message_id=message.id
-            )
-            if status == "answered":
-                log.info("conversation.answered_meanwhile", message_id=message.id)
-                return Reply("", silent=True)
             return await _answer(incoming, inbound, conversation)
 
 
@@ -139,8 +133,14 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
             f"but I can only read {limit:,} characters at a time — could you send it in "
             "smaller parts?"
         )
+    built = await _build_request(incoming, inbound, c)
+    if built is None:
+        # The turn before this one answered it (a redelivered update, or a burst).
+        log.info("conversation.answered_meanwhile", message_id=message.id)
+        return Reply("", silent=True)
+    request, window = built
     try:
-        completion, window = await _complete(incoming, inbound, c)
+        completion = await _complete(request, inbound, c)
     except LLMUnavailable as exc:
         log.warning("conversation.llm_unavailable", error=str(exc)[:200])
         await c.store.mark_message(user_id=person.id, message_id=message.id, status="unanswered")
@@ -183,22 +183,19 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
     return Reply(reply_text)
 
 
-async def _complete(
-    incoming: IncomingMessage, inbound: Inbound, c: Conversation
-) -> tuple[Completion, TurnWindow]:
-    request, window = await _build_request(incoming, inbound, c)
+async def _complete(request: LLMRequest, inbound: Inbound, c: Conversation) -> Completion:
     exchange: list[tuple[tuple[ToolCall, ...], tuple[ToolResult, ...]]] = []
     for _ in range(MAX_TOOL_ROUNDS + 1):
         completion = await c.llm.complete(request)
         if not completion.tool_calls or c.memory is None or len(exchange) >= MAX_TOOL_ROUNDS:
-            return completion, window
+            return completion
         results = []
         for call in completion.tool_calls:
             outcome = await c.memory.run_tool(inbound.person, inbound.message.id, call)
             results.append(ToolResult(call.id, outcome))
         exchange.append((completion.tool_calls, tuple(results)))
         request = _with_exchange(request, tuple(exchange))
-    return completion, window
+    return completion
 
 
 def _with_exchange(
@@ -217,33 +214,40 @@ def _with_exchange(
 
 async def _build_request(
     incoming: IncomingMessage, inbound: Inbound, c: Conversation
-) -> tuple[LLMRequest, TurnWindow]:
-    """The prompt of a turn. In a group, others read the reply: no memory, no summary of
-    private talk, and only this group's own turns."""
-    person, session = inbound.person, inbound.session
+) -> tuple[LLMRequest, TurnWindow] | None:
+    """The prompt of a turn, or None when the message was answered meanwhile. The
+    session's turns and the memory block are read side by side. In a group, others read
+    the reply: no memory, no summary of private talk, and only this group's own turns."""
+    person, session, private = inbound.person, inbound.session, incoming.is_private
+    reading = c.store.session_messages(
+        user_id=person.id,
+        session_id=session.id,
+        after_id=session.summarized_through if private else None,
+        chat_id=None if private else incoming.chat_id,
+    )
     memory_block = ""
-    if c.memory is not None and incoming.is_private:
-        memory_block = await c.memory.context_for(person, session, inbound.message.content)
+    if c.memory is not None and private:
+        messages, memory_block = await asyncio.gather(
+            reading, c.memory.context_for(person, session, inbound.message.content)
+        )
+    else:
+        messages = await reading
+    if await _answered(messages, inbound, c):
+        return None
     system = dynamic_system(
         now=c.clock.now(),
         timezone=person.timezone,
         display_name=person.display_name,
         memory=memory_block,
-        summary=session.summary if incoming.is_private else "",
+        summary=session.summary if private else "",
     )
-    if not incoming.is_private:
+    if not private:
         system += "\n\n" + GROUP_NOTE
     budget = (
         c.config.context_tokens
         - estimate_tokens(c.persona)
         - estimate_tokens(system)
         - c.config.reply_max_tokens
-    )
-    messages = await c.store.session_messages(
-        user_id=person.id,
-        session_id=session.id,
-        after_id=session.summarized_through if incoming.is_private else None,
-        chat_id=None if incoming.is_private else incoming.chat_id,
     )
     window = fit_turns(messages, max(budget, 500), extracted_through=session.extracted_through)
     if window.dropped:
@@ -257,3 +261,13 @@ async def _build_request(
         max_tokens=c.config.reply_max_tokens,
     )
     return request, window
+
+
+async def _answered(messages: list[StoredMessage], inbound: Inbound, c: Conversation) -> bool:
+    """Whether a reply already answered this message (read from the session's turns,
+    or asked for when it is no longer among them)."""
+    mine = next((m for m in messages if m.id == inbound.message.id), None)
+    if mine is not None:
+        return mine.status == "answered"
+    status = await c.store.message_status(user_id=inbound.person.id, message_id=inbound.message.id)
+    return status == "answered"

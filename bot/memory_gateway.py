@@ -20,10 +20,8 @@ from bot.prompting import TurnWindow
 from bot.working_memory import summarise_session
 from memory.context import assemble_context
 from memory.conversations import SqlConversationStore
-from memory.diary import notes_to_self
 from memory.extraction import due_sessions, extract_session, remember_explicit
 from memory.items import ExtractionOutcome
-from memory.lifespan import zone_of
 from memory.memories import SqlMemoryRepository
 from memory.ports import Clock, Embedder, ToolCaller
 from memory.records import ConversationSession, Inbound, Person
@@ -77,8 +75,11 @@ class MemoryServices:
         commands: CommandDeps,
         outbound: Outbound,
         settings: MemorySettings,
+        reads: async_sessionmaker[AsyncSession] | None = None,
     ) -> None:
         self._sessions = sessions
+        self._reads = reads or sessions
+        self._recalls = 0
         self._store = store
         self._memories = memories
         self._embedder = embedder
@@ -96,32 +97,28 @@ class MemoryServices:
         return (REMEMBER_TOOL,)
 
     async def context_for(self, person: Person, session: ConversationSession, query: str) -> str:
-        """The memory block for this turn."""
+        """The memory block for this turn; the recalls it shows are counted afterwards."""
         now = self._clock.now()
-        last = "" if session.summary else await self._last_summary(person.id, session.id)
-        today = now.astimezone(zone_of(person.timezone)).date()
-        notes = await notes_to_self(self._sessions, user_id=person.id, today=today)
         assembled = await assemble_context(
-            self._sessions,
+            self._reads,
             self._embedder,
             user_id=person.id,
             query=query,
             now=now,
             timezone=person.timezone,
             budget_tokens=self._settings.budget_tokens,
-            last_summary=last,
             session_id=session.id,
-            notes_to_self=notes,
+            with_last_summary=not session.summary,
         )
         if assembled.recalled_ids:
-            await mark_recalled(
-                self._sessions, user_id=person.id, memory_ids=assembled.recalled_ids, now=now
+            self._recalls += 1
+            self._background.spawn(
+                mark_recalled(
+                    self._sessions, user_id=person.id, memory_ids=assembled.recalled_ids, now=now
+                ),
+                key=f"recalled:{person.id}:{self._recalls}",
             )
         return assembled.text
-
-    async def _last_summary(self, user_id: int, session_id: int) -> str:
-        last = await self._store.last_closed_session(user_id=user_id)
-        return last.summary if last is not None and last.id != session_id else ""
 
     async def run_tool(self, person: Person, message_id: int, call: ToolCall) -> str:
         """Carry out the model's `remember` call."""
@@ -179,12 +176,14 @@ class MemoryServices:
         return outcome
 
     async def sweep(self, *, idle_gap: timedelta, limit: int = 50) -> int:
-        """Close idle sessions and extract every session that is due; returns how many ran.
+        """Close idle sessions, embed messages stored while the embedder was failing, and
+        extract every session that is due; returns how many extractions ran.
 
         Sessions whose extraction keeps failing are retried here, up to a limit of attempts
         (the nightly patrol retries the rest).
         """
         await self._store.close_idle_sessions(now=self._clock.now(), idle_gap=idle_gap)
+        await self._store.backfill_embeddings()
         due = await due_sessions(
             self._sessions, every_n=self._settings.extract_every_n, limit=limit
         )

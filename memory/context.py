@@ -7,18 +7,21 @@ section is left out when empty; the whole is rendered as delimited data.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Select, and_, or_, select
+from sqlalchemy import Select, String, and_, literal, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.diary import notes_query
 from memory.extraction import MEMORY_BLOCK_END, MEMORY_BLOCK_START
 from memory.ports import Embedder
 from memory.retrieval import Recalled, recall
-from memory.tables import Memory, Message
+from memory.tables import Memory, Session
 
 MEMORY_OPEN = MEMORY_BLOCK_START
 MEMORY_CLOSE = MEMORY_BLOCK_END
@@ -204,6 +207,79 @@ def recall_section(found: Sequence[Recalled], zone: ZoneInfo) -> Section:
     return Section("Possibly relevant to this message", tuple(lines))
 
 
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """What a turn reads from the database before rendering: standing memories, notes to
+    self and how the last conversation ended."""
+
+    standing: list[Standing]
+    notes_to_self: tuple[str, ...]
+    last_summary: str
+
+
+def _extras_query(
+    user_id: int, today: date, session_id: int | None, with_last_summary: bool
+) -> Select[list[str] | None, str | None]:
+    notes = notes_query(user_id, today).limit(1).scalar_subquery()
+    last: Any = literal(None, String)
+    if with_last_summary:
+        last = (
+            select(Session.summary)
+            .where(
+                Session.user_id == user_id,
+                Session.closed_at.is_not(None),
+                Session.id != (session_id or 0),
+            )
+            .order_by(Session.id.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+    return select(notes, last)
+
+
+async def remembered(
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    user_id: int,
+    now: datetime,
+    today: date,
+    session_id: int | None,
+    with_last_summary: bool,
+) -> Remembered:
+    """The standing memories, notes and last summary; two statements run side by side."""
+
+    async def standing() -> list[Standing]:
+        async with sessions() as db:
+            return [Standing(*row) for row in await db.execute(_standing_query(user_id, now))]
+
+    async def extras() -> tuple[list[str] | None, str | None]:
+        async with sessions() as db:
+            row = (
+                await db.execute(_extras_query(user_id, today, session_id, with_last_summary))
+            ).one()
+        return row[0], row[1]
+
+    rows, (notes, last) = await asyncio.gather(standing(), extras())
+    return Remembered(rows, tuple(notes or ()), last or "")
+
+
+def compose(
+    facts: Remembered, found: Sequence[Recalled], *, now: datetime, zone: ZoneInfo, budget: int
+) -> AssembledContext:
+    """Render what was read and recalled into the memory block, within the budget."""
+    sections = standing_sections(facts.standing, now, zone)
+    shown = {r.id for r in facts.standing}
+    fresh = [f for f in found if not (f.kind == "memory" and f.id in shown)]
+    sections.append(recall_section(fresh, zone))
+    sections.append(Section("Your notes to self", tuple(Line(n) for n in facts.notes_to_self)))
+    if facts.last_summary:
+        sections.append(Section("How your last conversation went", (Line(facts.last_summary),)))
+    kept = fit_sections(sections, budget)
+    ids = tuple(line.memory_id for s in kept for line in s.lines if line.memory_id is not None)
+    recalled = {f.id for f in fresh if f.kind == "memory"}
+    return AssembledContext(render(kept), ids, tuple(i for i in ids if i in recalled))
+
+
 async def assemble_context(
     sessions: async_sessionmaker[AsyncSession],
     embedder: Embedder,
@@ -213,45 +289,36 @@ async def assemble_context(
     now: datetime,
     timezone: str,
     budget_tokens: int,
-    last_summary: str = "",
     session_id: int | None = None,
-    notes_to_self: Sequence[str] = (),
+    with_last_summary: bool = True,
+    last_summary: str | None = None,
 ) -> AssembledContext:
     """Everything the companion should have in mind for this turn, within the budget.
 
-    Messages of the current session are left out of recall: they are in the turns.
+    The reads and recall run side by side. Messages of the current session are left out
+    of recall (they are in the turns). How the last closed session went is shown when
+    `with_last_summary`, unless the caller passes the `last_summary` to show itself.
     """
     zone = _zone(timezone)
-    async with sessions() as db:
-        result = await db.execute(_standing_query(user_id, now))
-        rows = [Standing(*row) for row in result]
-        in_session: list[int] = []
-        if session_id is not None:
-            in_session = list(
-                await db.scalars(
-                    select(Message.id)
-                    .where(Message.user_id == user_id, Message.session_id == session_id)
-                    .order_by(Message.id.desc())
-                    .limit(500)
-                )
-            )
-    sections = standing_sections(rows, now, zone)
-    shown = {r.id for r in rows}
-    found = await recall(
-        sessions,
-        embedder,
-        user_id=user_id,
-        query=query,
-        k=8,
-        now=now,
-        exclude_message_ids=in_session,
+    facts, found = await asyncio.gather(
+        remembered(
+            sessions,
+            user_id=user_id,
+            now=now,
+            today=now.astimezone(zone).date(),
+            session_id=session_id,
+            with_last_summary=with_last_summary and last_summary is None,
+        ),
+        recall(
+            sessions,
+            embedder,
+            user_id=user_id,
+            query=query,
+            k=8,
+            now=now,
+            exclude_session_id=session_id,
+        ),
     )
-    fresh = [f for f in found if not (f.kind == "memory" and f.id in shown)]
-    sections.append(recall_section(fresh, zone))
-    sections.append(Section("Your notes to self", tuple(Line(n) for n in notes_to_self)))
-    if last_summary:
-        sections.append(Section("How your last conversation went", (Line(last_summary),)))
-    kept = fit_sections(sections, budget_tokens)
-    ids = tuple(line.memory_id for s in kept for line in s.lines if line.memory_id is not None)
-    recalled = {f.id for f in fresh if f.kind == "memory"}
-    return AssembledContext(render(kept), ids, tuple(i for i in ids if i in recalled))
+    if last_summary is not None:
+        facts = Remembered(facts.standing, facts.notes_to_self, last_summary)
+    return compose(facts, found, now=now, zone=zone, budget=budget_tokens)

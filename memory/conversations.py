@@ -10,11 +10,13 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, select, update
+import structlog
+from sqlalchemy import BigInteger, exists, func, literal, select, update
 from sqlalchemy.dialects.postgresql import distinct_on, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
 
+from memory.embeddings import EmbeddingError
 from memory.ports import Embedder
 from memory.records import (
     ConversationSession,
@@ -26,6 +28,11 @@ from memory.records import (
 )
 from memory.tables import Identity, Message, User
 from memory.tables import Session as SessionRow
+
+log = structlog.get_logger(__name__)
+
+UNEMBEDDED = ("apology", "forgotten")
+"""Statuses of messages that never get a vector: apologies, and words asked forgotten."""
 
 
 def to_person(row: User) -> Person:
@@ -74,15 +81,27 @@ class SqlConversationStore:
     """The conversation log, scoped by person in every query."""
 
     def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], embedder: Embedder | None = None
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        embedder: Embedder | None = None,
+        *,
+        reads: async_sessionmaker[AsyncSession] | None = None,
     ) -> None:
         self._sessions = sessions
         self._embedder = embedder
+        self._reads = reads or sessions
 
     async def _embedding(self, text: str) -> list[float] | None:
+        """The text's vector; None without an embedder, or when it fails: the message is
+        stored all the same (recall still finds it by its words) and `backfill_embeddings`
+        fills the vector in later."""
         if self._embedder is None or not text.strip():
             return None
-        return [float(x) for x in (await self._embedder.embed([text]))[0]]
+        try:
+            return [float(x) for x in (await self._embedder.embed([text]))[0]]
+        except EmbeddingError as exc:
+            log.warning("conversation.embedding_failed", error=type(exc).__name__)
+            return None
 
     async def record_inbound(
         self,
@@ -97,37 +116,52 @@ class SqlConversationStore:
         idle_gap: timedelta,
         private_chat: bool = True,
     ) -> Inbound:
-        """Resolve the person, roll the session if idle, store the message; one transaction."""
+        """Resolve the person, roll the session if idle, store the message; one transaction.
+
+        A message the platform delivers twice (same platform message id) is stored once;
+        the second delivery returns the first with `duplicate` set.
+        """
         embedding = await self._embedding(text)
         async with self._sessions.begin() as db:
-            user = await self._resolve(
-                db, platform, platform_user_id, chat_id if private_chat else None, display_name
+            user, existing_id = await self._resolve(
+                db,
+                platform,
+                platform_user_id,
+                chat_id if private_chat else None,
+                display_name,
+                duplicate_of=(chat_id, platform_message_id),
             )
-            if platform_message_id is not None:
-                existing = await self._find_platform_message(
-                    db, user.id, platform, chat_id, platform_message_id
+            if existing_id is not None:
+                existing = await db.get_one(Message, existing_id)
+                session_row = await db.get_one(SessionRow, existing.session_id)
+                return Inbound(
+                    to_person(user), to_session(session_row), to_message(existing), None, True
                 )
-                if existing is not None:
-                    session_row = await db.get_one(SessionRow, existing.session_id)
-                    return Inbound(
-                        to_person(user), to_session(session_row), to_message(existing), None, True
-                    )
             session_row, closed_id = await current_session(db, user.id, now, idle_gap)
-            message = Message(
+            message_id = await db.scalar(
+                insert(Message)
+                .values(
+                    user_id=user.id,
+                    session_id=session_row.id,
+                    role="user",
+                    content=text,
+                    platform=platform,
+                    chat_id=chat_id,
+                    platform_message_id=platform_message_id,
+                    created_at=now,
+                    embedding=embedding,
+                )
+                .returning(Message.id)
+            )
+            stored = StoredMessage(
+                id=int(message_id or 0),
                 user_id=user.id,
                 session_id=session_row.id,
                 role="user",
                 content=text,
-                platform=platform,
-                chat_id=chat_id,
-                platform_message_id=platform_message_id,
                 created_at=now,
-                embedding=embedding,
             )
-            db.add(message)
-            session_row.last_message_at = now
-            await db.flush()
-            return Inbound(to_person(user), to_session(session_row), to_message(message), closed_id)
+            return Inbound(to_person(user), to_session(session_row), stored, closed_id)
 
     async def ensure_person(
         self,
@@ -140,7 +174,7 @@ class SqlConversationStore:
     ) -> Person:
         """The person behind a platform account, created on first contact."""
         async with self._sessions.begin() as db:
-            user = await self._resolve(
+            user, _ = await self._resolve(
                 db, platform, platform_user_id, chat_id if private_chat else None, display_name
             )
             return to_person(user)
@@ -152,16 +186,38 @@ class SqlConversationStore:
         platform_user_id: str,
         chat_id: str | None,
         display_name: str | None,
-    ) -> User:
-        identity = await db.scalar(
-            select(Identity)
-            .where(Identity.platform == platform, Identity.platform_user_id == platform_user_id)
-            .with_for_update()
-        )
-        if identity is not None:
-            if chat_id is not None and identity.chat_id != chat_id:
-                identity.chat_id = chat_id
-            return await db.get_one(User, identity.user_id)
+        *,
+        duplicate_of: tuple[str | None, str | None] = (None, None),
+    ) -> tuple[User, int | None]:
+        """The person behind the account (created on first contact), with the id of the
+        message already stored under `duplicate_of` (chat id, platform message id), if any;
+        one statement when the person is known. The identity row stays locked until the
+        transaction ends, so one person's messages are stored one at a time."""
+        found = (
+            await db.execute(
+                select(User, Identity.id, Identity.chat_id, _stored_as(*duplicate_of))
+                .join(Identity, Identity.user_id == User.id)
+                .where(Identity.platform == platform, Identity.platform_user_id == platform_user_id)
+                .with_for_update(of=Identity)
+            )
+        ).first()
+        if found is not None:
+            user, identity_id, known_chat, existing_id = found
+            if chat_id is not None and known_chat != chat_id:
+                await db.execute(
+                    update(Identity).where(Identity.id == identity_id).values(chat_id=chat_id)
+                )
+            return user, existing_id
+        return await self._create_person(db, platform, platform_user_id, chat_id, display_name)
+
+    async def _create_person(
+        self,
+        db: AsyncSession,
+        platform: str,
+        platform_user_id: str,
+        chat_id: str | None,
+        display_name: str | None,
+    ) -> tuple[User, None]:
         user = User(display_name=(display_name or None) and display_name[:200])
         db.add(user)
         await db.flush()
@@ -184,27 +240,9 @@ class SqlConversationStore:
                     Identity.platform == platform, Identity.platform_user_id == platform_user_id
                 )
             )
-            return await db.get_one(User, winner)
+            return await db.get_one(User, winner), None
         await db.refresh(user)
-        return user
-
-    async def _find_platform_message(
-        self,
-        db: AsyncSession,
-        user_id: int,
-        platform: str,
-        chat_id: str | None,
-        platform_message_id: str,
-    ) -> Message | None:
-        return await db.scalar(
-            select(Message).where(
-                Message.user_id == user_id,
-                Message.platform == platform,
-                Message.chat_id == chat_id,
-                Message.platform_message_id == platform_message_id,
-                Message.role == "user",
-            )
-        )
+        return user, None
 
     async def add_reply(
         self,
@@ -218,12 +256,14 @@ class SqlConversationStore:
         usage: TokenUsage | None = None,
         status: str = "stored",
         answers_through: int | None = None,
-    ) -> StoredMessage:
-        """Store one message of the companion's; with `answers_through`, mark the person's
-        waiting messages up to that id answered in the same transaction."""
+    ) -> int:
+        """Store one message of the companion's and return its id; with `answers_through`,
+        mark the person's waiting messages up to that id answered. One statement, so the
+        reply and the answered marks are stored together or not at all."""
         embedding = await self._embedding(text) if status == "stored" else None
-        async with self._sessions.begin() as db:
-            row = Message(
+        statement = (
+            insert(Message)
+            .values(
                 user_id=user_id,
                 session_id=session_id,
                 role="assistant",
@@ -235,16 +275,51 @@ class SqlConversationStore:
                 embedding=embedding,
                 **_usage_columns(usage),
             )
-            db.add(row)
-            await db.execute(
+            .returning(Message.id)
+            .add_cte(
                 update(SessionRow)
                 .where(SessionRow.id == session_id, SessionRow.user_id == user_id)
                 .values(last_message_at=func.greatest(SessionRow.last_message_at, now))
+                .cte("touched")
             )
-            if answers_through is not None:
-                await db.execute(_answered(user_id, session_id, answers_through))
-            await db.flush()
-            return to_message(row)
+        )
+        if answers_through is not None:
+            statement = statement.add_cte(
+                _answered(user_id, session_id, answers_through).cte("answered")
+            )
+        async with self._sessions.begin() as db:
+            return int(await db.scalar(statement) or 0)
+
+    async def backfill_embeddings(self, *, limit: int = 200) -> int:
+        """Embed stored messages that arrived while the embedder was failing; returns how
+        many got their vector (none while it still fails)."""
+        if self._embedder is None:
+            return 0
+        async with self._reads() as db:
+            rows = (
+                await db.execute(
+                    select(Message.id, Message.content)
+                    .where(Message.embedding.is_(None), Message.status.not_in(UNEMBEDDED))
+                    .order_by(Message.id)
+                    .limit(limit)
+                )
+            ).all()
+        if not rows:
+            return 0
+        try:
+            vectors = await self._embedder.embed([content for _, content in rows])
+        except EmbeddingError as exc:
+            log.warning("conversation.backfill_failed", error=type(exc).__name__)
+            return 0
+        async with self._sessions.begin() as db:
+            await db.execute(
+                update(Message),
+                [
+                    {"id": message_id, "embedding": [float(x) for x in vector]}
+                    for (message_id, _), vector in zip(rows, vectors, strict=True)
+                ],
+            )
+        return len(rows)
 
     async def close_idle_sessions(
         self, *, now: datetime, idle_gap: timedelta, limit: int = 500
@@ -331,7 +406,7 @@ class SqlConversationStore:
 
     async def message_status(self, *, user_id: int, message_id: int) -> str | None:
         """A message's status now ('stored', 'answered', ...), None if it is gone."""
-        async with self._sessions() as db:
+        async with self._reads() as db:
             return await db.scalar(
                 select(Message.status).where(Message.id == message_id, Message.user_id == user_id)
             )
@@ -357,7 +432,7 @@ class SqlConversationStore:
             query = query.where(Message.id > after_id)
         if chat_id is not None:
             query = query.where(Message.chat_id == chat_id)
-        async with self._sessions() as db:
+        async with self._reads() as db:
             rows = (await db.scalars(query)).all()
         return [to_message(row) for row in reversed(rows)]
 
@@ -472,8 +547,26 @@ class SqlConversationStore:
 async def current_session(
     db: AsyncSession, user_id: int, now: datetime, idle_gap: timedelta
 ) -> tuple[SessionRow, int | None]:
-    """The person's open session (locked), or a new one after closing an idle one (marked
-    for extraction); with the id of the session closed, if any."""
+    """The person's open session (locked, its last message time moved to `now`), or a new
+    one after closing an idle one (marked for extraction); with the id of the session
+    closed, if any. The common case, a session still open, takes one statement."""
+    open_session = (
+        select(SessionRow.id)
+        .where(SessionRow.user_id == user_id, SessionRow.closed_at.is_(None))
+        .order_by(SessionRow.id.desc())
+        .limit(1)
+        .with_for_update()
+        .scalar_subquery()
+    )
+    touched = await db.scalar(
+        update(SessionRow)
+        .where(SessionRow.id == open_session, SessionRow.last_message_at >= now - idle_gap)
+        .values(last_message_at=now)
+        .returning(SessionRow)
+        .execution_options(populate_existing=True)
+    )
+    if touched is not None:
+        return touched, None
     current = await db.scalar(
         select(SessionRow)
         .where(SessionRow.user_id == user_id, SessionRow.closed_at.is_(None))
@@ -481,8 +574,6 @@ async def current_session(
         .limit(1)
         .with_for_update()
     )
-    if current is not None and now - current.last_message_at <= idle_gap:
-        return current, None
     closed_id = None
     if current is not None:
         current.closed_at = current.last_message_at
@@ -493,6 +584,26 @@ async def current_session(
     await db.flush()
     await db.refresh(fresh)
     return fresh, closed_id
+
+
+def _stored_as(chat_id: str | None, platform_message_id: str | None) -> Any:
+    """The id of the person's message already stored under this platform message id."""
+    if platform_message_id is None:
+        return literal(None, BigInteger).label("existing_id")
+    return (
+        select(Message.id)
+        .where(
+            Message.user_id == User.id,
+            Message.platform == Identity.platform,
+            Message.chat_id == chat_id,
+            Message.platform_message_id == platform_message_id,
+            Message.role == "user",
+        )
+        .limit(1)
+        .correlate(User, Identity)
+        .scalar_subquery()
+        .label("existing_id")
+    )
 
 
 def _answered(user_id: int, session_id: int, through: int) -> Any:

@@ -73,6 +73,14 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker[Any]:
     return async_sessionmaker(engine, expire_on_commit=False)
 
 
+def read_session_factory(engine: AsyncEngine) -> async_sessionmaker[Any]:
+    """Sessions for reads that need no transaction: each statement commits on its own,
+    which spares a turn's reads the BEGIN and ROLLBACK round trips."""
+    return async_sessionmaker(
+        engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
+    )
+
+
 def _alembic_config(embedding_dim: int) -> Config:
     config = Config()
     spec = importlib.util.find_spec("migrations")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from sqlalchemy import Exists, and_, exists, select
+from sqlalchemy import Exists, Select, and_, exists, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -99,24 +99,28 @@ async def recent_entries(
     ]
 
 
-async def notes_to_self(
-    sessions: async_sessionmaker[AsyncSession], *, user_id: int, today: date
-) -> tuple[str, ...]:
+def notes_query(user_id: int, today: date) -> Select[list[str]]:
     """Last night's notes to self for the person's local `today` (the entry of the day
-    before); none when anything was forgotten after they were written."""
+    before); no row when anything was forgotten after they were written."""
     forgotten_since = exists().where(
         Memory.user_id == DiaryEntry.user_id,
         Memory.status == "forgotten",
         Memory.forgotten_at >= DiaryEntry.created_at,
     )
-    query = select(DiaryEntry.notes_to_self).where(
+    return select(DiaryEntry.notes_to_self).where(
         DiaryEntry.user_id == user_id,
         DiaryEntry.local_date == today - timedelta(days=1),
         ~forgotten_since,
         ~_tainted(),
     )
+
+
+async def notes_to_self(
+    sessions: async_sessionmaker[AsyncSession], *, user_id: int, today: date
+) -> tuple[str, ...]:
+    """The notes of `notes_query`, as a tuple (empty when there are none)."""
     async with sessions() as db:
-        notes = await db.scalar(query)
+        notes = await db.scalar(notes_query(user_id, today))
     return tuple(notes or ())
 
 

@@ -28,6 +28,7 @@ from sqlalchemy import BigInteger, bindparam, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.embeddings import EmbeddingError
 from memory.ports import Embedder
 from memory.tables import Memory
 
@@ -198,6 +199,7 @@ fb_terms AS MATERIALIZED (
                          / CAST(greatest(length(f.tsv), 1) AS float8)) AS tfn
     FROM messages AS f CROSS JOIN q_terms AS qt CROSS JOIN LATERAL unnest(f.tsv) AS t
     WHERE f.user_id = :uid AND f.id = ANY (:feedback) AND t.lexeme <> ALL (qt.lexemes)
+      AND f.status NOT IN ('apology', 'forgotten')
     GROUP BY t.lexeme
 ),
 q AS MATERIALIZED (
@@ -260,7 +262,7 @@ _MESSAGES = (
 m_mean AS MATERIALIZED (
     SELECT CAST(:centre AS float8) * count(embedding) / (count(embedding) + :centre_prior)
                AS shrink, avg(embedding) AS mu
-    FROM messages WHERE user_id = :uid AND status <> 'apology'
+    FROM messages WHERE user_id = :uid AND status NOT IN ('apology', 'forgotten')
 ),
 m_centre AS MATERIALIZED (
     SELECT c.shrink, coalesce(-(q.vec <#> c.mu), 0) * c.shrink AS qm,
@@ -272,7 +274,8 @@ m_docs AS MATERIALIZED (
            coalesce(-(m.embedding <#> q.vec), 0) AS dq,
            coalesce(-(m.embedding <#> c.mu), 0) * c.shrink AS dm
     FROM messages AS m CROSS JOIN q CROSS JOIN m_mean AS c
-    WHERE m.user_id = :uid AND m.status <> 'apology'
+    WHERE m.user_id = :uid AND m.status NOT IN ('apology', 'forgotten')
+      AND m.session_id IS DISTINCT FROM CAST(:exclude_session AS bigint)
 ),"""
     + _BM25.format(p="m")
     + """,
@@ -300,7 +303,6 @@ m_ranked AS (
            CASE WHEN t > 0 THEN row_number() OVER (ORDER BY t DESC, id DESC) END AS trank,
            matched || near AS window_terms
     FROM m_spread CROSS JOIN m_stats AS s
-    WHERE id <> ALL (:exclude)
 ),
 m_top AS MATERIALIZED (
     SELECT r.id, r.vrank, r.trank,
@@ -364,8 +366,6 @@ def _statement(*, messages: bool, memories: bool, dim: int) -> Any:
         selects.append(_SELECT_MEMORIES)
     sql = "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(selects)
     binds = [bindparam("qvec", type_=Vector(dim)), bindparam("feedback", type_=ARRAY(BigInteger))]
-    if messages:
-        binds.append(bindparam("exclude", type_=ARRAY(BigInteger)))
     return text(sql).bindparams(*binds)
 
 
@@ -377,7 +377,7 @@ async def candidates(
     query_vector: Sequence[float],
     messages: bool = True,
     memories: bool = True,
-    exclude_message_ids: Collection[int] = (),
+    exclude_session_id: int | None = None,
     per_list: int = 50,
     tuning: Tuning = DEFAULT_TUNING,
     feedback_message_ids: Collection[int] = (),
@@ -394,7 +394,7 @@ async def candidates(
         "uid": user_id,
         "qvec": list(query_vector),
         "qtext": clean_query(query),
-        "exclude": sorted({int(i) for i in exclude_message_ids}),
+        "exclude_session": exclude_session_id,
         "n": per_list,
         "k1": tuning.bm25_k1,
         "min_sim": tuning.min_similarity,
@@ -408,7 +408,7 @@ async def candidates(
         "centre_prior": max(0.0, tuning.centre_prior),
     }
     if not messages:
-        unused = ("exclude", "n1", "n2", "centre", "centre_prior")
+        unused = ("exclude_session", "n1", "n2", "centre", "centre_prior")
         params = {key: v for key, v in params.items() if key not in unused}
     async with sessions() as db:
         rows = (await db.execute(statement, params)).mappings().all()
@@ -425,7 +425,7 @@ async def recall(
     now: datetime,
     include_messages: bool = True,
     include_memories: bool = True,
-    exclude_message_ids: Collection[int] = (),
+    exclude_session_id: int | None = None,
     mode: Mode = "hybrid",
     tuning: Tuning = DEFAULT_TUNING,
 ) -> list[Recalled]:
@@ -433,7 +433,13 @@ async def recall(
     cleaned = clean_query(query)
     if k <= 0 or not cleaned.strip() or not (include_messages or include_memories):
         return []
-    vector = [float(x) for x in (await embedder.embed([cleaned]))[0]]
+    try:
+        vector = [float(x) for x in (await embedder.embed([cleaned]))[0]]
+    except EmbeddingError as exc:
+        # Without the query's vector, rank by words alone rather than fail the turn.
+        log.warning("memory.recall_without_vectors", error=type(exc).__name__)
+        vector = [1.0] + [0.0] * (embedder.dim - 1)
+        mode = "text"
 
     async def ranked(feedback: Collection[int], memories: bool) -> list[Candidate]:
         return await candidates(
@@ -443,7 +449,7 @@ async def recall(
             query_vector=vector,
             messages=include_messages,
             memories=memories,
-            exclude_message_ids=exclude_message_ids,
+            exclude_session_id=exclude_session_id,
             per_list=max(tuning.candidates, k),
             tuning=tuning,
             feedback_message_ids=feedback,

@@ -16,7 +16,6 @@ from bot.llm import LLMRequest, Turn
 from bot.prompting import HIDDEN_STATUSES, dynamic_system
 from bot.timing import zone
 from memory.context import assemble_context
-from memory.diary import notes_to_self
 from memory.extraction_prompt import strip_memory_blocks
 from memory.records import Person, StoredMessage
 from memory.tables import Message
@@ -118,8 +117,6 @@ async def build_request(
 ) -> LLMRequest:
     """The chat model request: persona and rules (stable), memory and occasion (dynamic)."""
     summary, messages = await _latest_session(deps, person.id)
-    today = now.astimezone(zone(person.timezone)).date()
-    notes = await notes_to_self(deps.sessions, user_id=person.id, today=today)
     memory = await assemble_context(
         deps.sessions,
         deps.embedder,
@@ -129,7 +126,6 @@ async def build_request(
         timezone=person.timezone,
         budget_tokens=deps.config.memory_budget_tokens,
         last_summary=summary,
-        notes_to_self=notes,
     )
     dynamic = dynamic_system(
         now=now,

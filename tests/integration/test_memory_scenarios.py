@@ -4,14 +4,18 @@ scripted model: what is said is remembered, dated, updated, kept apart and never
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.bootstrap import Core
+from bot.bootstrap import Core, build_core
+from bot.config import Settings
 from bot.domain import IncomingMessage
+from memory.embeddings import EmbeddingUnavailable, WordLlamaEmbedder
+from memory.ports import Vector
 from memory.retrieval import recall
-from memory.tables import Memory
+from memory.tables import Memory, Message
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.extractor import RuleExtractor
@@ -150,6 +154,26 @@ async def test_a_pinned_memory_survives_an_extracted_contradiction(
     assert "I am vegetarian" in _memory_block(scripted_llm)
 
 
+async def test_forgotten_words_never_come_back_through_recall(
+    core: Core, scripted_llm: ScriptedLLM, clock: FakeClock
+) -> None:
+    extractor = RuleExtractor()
+    extractor.add("lupus", content="The person's sister Anna has lupus", category="relationship")
+    scripted_llm.tools["record_memories"] = extractor
+    await _turn(core, "My sister Anna was diagnosed with lupus last spring")
+    await _new_session(core, clock)
+    await _turn(core, "How should I support my sister Anna?")
+    assert "lupus" in scripted_llm.last_prompt_text()  # remembered, and recalled
+    forgot = await _turn(core, "/forget lupus")
+    assert forgot.startswith("Forgotten: “The person's sister Anna has lupus”")
+    await _new_session(core, clock)
+    for probe in ("How should I support my sister Anna?", "what was Anna diagnosed with?"):
+        await _turn(core, probe)
+        prompt = scripted_llm.last_prompt_text()
+        assert "lupus" not in prompt
+        assert "diagnosed with lupus" not in scripted_llm.chat_requests[-1].dynamic_system
+
+
 async def test_one_persons_memories_never_reach_another(
     core: Core, scripted_llm: ScriptedLLM, clock: FakeClock
 ) -> None:
@@ -269,3 +293,58 @@ async def test_a_long_session_is_folded_into_a_running_summary(
     async with db() as s:
         stored = await s.scalar(select(func.count()).select_from(Message))
     assert stored == 26  # nothing deleted
+
+
+class FlakyEmbedder:
+    """The real embedder, failing like a hosted provider while `down` is set."""
+
+    def __init__(self) -> None:
+        self.real = WordLlamaEmbedder()
+        self.down = False
+
+    @property
+    def dim(self) -> int:
+        return self.real.dim
+
+    @property
+    def name(self) -> str:
+        return self.real.name
+
+    async def embed(self, texts: list[str]) -> Vector:
+        if self.down:
+            raise EmbeddingUnavailable("provider answered 503")
+        return await self.real.embed(texts)
+
+
+async def test_an_embedder_outage_loses_nothing_and_vectors_are_filled_in_later(
+    database_url: str,
+    db: async_sessionmaker[AsyncSession],
+    scripted_llm: ScriptedLLM,
+    clock: FakeClock,
+    tmp_path: Path,
+) -> None:
+    embedder = FlakyEmbedder()
+    settings = Settings(database_url=database_url, data_dir=tmp_path)
+    core = await build_core(settings, llm=scripted_llm, clock=clock, embedder=embedder)
+    try:
+        await _turn(core, "I adopted a greyhound called Biscuit")
+        embedder.down = True
+        await _new_session(core, clock)
+        reply = await _turn(core, "Biscuit chewed my greyhound lead today")
+        assert reply == "Tell me more."  # answered, not an apology
+        assert "adopted a greyhound called Biscuit" in scripted_llm.last_prompt_text()
+        async with db() as s:
+            missing = await s.scalars(select(Message.content).where(Message.embedding.is_(None)))
+            assert "Biscuit chewed my greyhound lead today" in missing.all()
+        await core.memory.sweep(idle_gap=IDLE)  # still down: nothing changes, nothing breaks
+        embedder.down = False
+        await core.memory.sweep(idle_gap=IDLE)
+        async with db() as s:
+            left = await s.scalar(
+                select(func.count()).where(
+                    Message.embedding.is_(None), Message.status.not_in(("apology", "forgotten"))
+                )
+            )
+        assert left == 0
+    finally:
+        await core.aclose()

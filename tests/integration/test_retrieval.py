@@ -180,16 +180,33 @@ async def test_a_message_said_long_ago_is_found(
     assert found[0].platform_message_id == "1"
 
 
-async def test_excluded_messages_are_left_out(
+async def test_the_current_sessions_messages_are_left_out(
     db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
 ) -> None:
     store = SqlConversationStore(db, embedder)
     alice, first = await say(store, "alice", "My cat Pepper is sick", clock.now(), "1")
-    _, second = await say(store, "alice", "Pepper saw the vet today", clock.now(), "2")
+    clock.advance(days=2)
+    inbound = await store.record_inbound(
+        platform="console",
+        platform_user_id="alice",
+        chat_id="chat-alice",
+        display_name="alice",
+        text="Pepper saw the vet today",
+        platform_message_id="2",
+        now=clock.now(),
+        idle_gap=timedelta(minutes=30),
+    )
     found = await recall(
-        db, embedder, user_id=alice, query="Pepper", now=clock.now(), exclude_message_ids=[second]
+        db,
+        embedder,
+        user_id=alice,
+        query="Pepper",
+        now=clock.now(),
+        exclude_session_id=inbound.session.id,
     )
     assert [f.id for f in found] == [first]
+    everything = await recall(db, embedder, user_id=alice, query="Pepper", now=clock.now())
+    assert {f.id for f in everything} == {first, inbound.message.id}
 
 
 async def test_memories_outrank_messages_and_kinds_can_be_switched_off(
