@@ -1,14 +1,18 @@
 """How long context assembly for one turn takes when the database holds many people's
-memories: the query embedding, every query (standing memories, hybrid recall) and the
-budgeting — `memory.context.assemble_context`, as a turn calls it — and `recall` alone.
+memories and conversations: the query embedding, every query (standing memories, notes
+to self, last summary, hybrid recall over memories and past messages) and the budgeting
+— `memory.context.assemble_context`, as a turn calls it, on autocommit read sessions —
+and `recall` alone.
 
-Loads `--people` × `--memories` memories (default 1,000 × 1,000 = 1M rows) into an
-embedded PostgreSQL with COPY: sentences from templates, real WordLlama embeddings of a
-few thousand distinct sentences reused, each person's rows arriving in rounds (as
-nightly extraction would write them) so they are spread over the table. Then ANALYZE
-and time both for random people and questions.
+Loads `--people` × `--memories` memories (default 1,000 × 1,000 = 1M rows) and
+`--people` × `--messages` past messages (default 1,000 × 1,000 = 1M more, in sessions of
+20) into an embedded PostgreSQL with COPY: sentences from templates, real WordLlama
+embeddings of a few thousand distinct sentences reused, each person's rows arriving in
+rounds (as months of conversation and nightly extraction would write them) so they are
+spread over the tables. Then ANALYZE and time both for random people and questions.
 
-Run: `python -m bench.retrieval_latency [--people 100] [--memories 1000] [--turns 500]`.
+Run: `python -m bench.retrieval_latency [--people 100] [--memories 1000] [--messages 1000]
+[--turns 500]`.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pgvector.asyncpg import register_vector
 
 from bot.logs import configure_logging
 from memory.context import assemble_context
-from memory.database import create_engine, migrate, session_factory, start_embedded
+from memory.database import create_engine, migrate, read_session_factory, start_embedded
 from memory.embeddings import WordLlamaEmbedder
 from memory.retrieval import recall
 
@@ -173,6 +177,79 @@ async def load(url: str, people: int, memories: int, pool: Any) -> float:
     return time.perf_counter() - started
 
 
+SAYINGS = (
+    "I'm a bit nervous about the {event} next {day}",
+    "we went to {place} and it was lovely",
+    "thinking of cooking {food} tonight",
+    "my new job as a {job} starts in {month}",
+    "played {sport} with friends, so tired now",
+    "still practising my {language} every morning",
+    "we might get a {pet} in {month}",
+    "That sounds hard. How are you feeling about the {event}?",
+    "Good luck with the {event}! You've prepared well.",
+    "{place} sounds wonderful — what was the best part?",
+)
+PER_SESSION = 20
+MESSAGE_COLUMNS = (
+    "user_id", "session_id", "role", "content", "platform", "chat_id", "status",
+    "created_at", "embedding",
+)  # fmt: skip
+
+
+def said(count: int, seed: int = 13) -> list[str]:
+    """`count` distinct lines of conversation, each one or two sayings long."""
+    rng = random.Random(seed)
+    found: set[str] = set()
+    while len(found) < count:
+        first = sentence(rng, rng.choice(SAYINGS))
+        second = sentence(rng, rng.choice(SAYINGS)) if rng.random() < 0.7 else ""
+        stop = "" if first[-1] in ".!?" else "."
+        found.add(f"{first}{stop} {second}".strip())
+    return sorted(found)
+
+
+async def load_messages(url: str, people: int, messages: int, pool: Any) -> None:
+    """Everyone's past conversations: sessions of `PER_SESSION` messages, alternating
+    person and companion, one session a day going back in time, loaded round by round."""
+    texts, vectors = pool
+    conn = await asyncpg.connect(url)
+    try:
+        await register_vector(conn)
+        await conn.execute("DROP INDEX IF EXISTS ix_messages_tsv")
+        ids = [r["id"] for r in await conn.fetch("SELECT id FROM users ORDER BY id")]
+        rng = random.Random(17)
+        sessions = max(1, messages // PER_SESSION)
+        for day in range(sessions):
+            started = NOW - timedelta(days=sessions - day)
+            session_ids = [
+                r["id"]
+                for r in await conn.fetch(
+                    "INSERT INTO sessions (user_id, started_at, last_message_at, closed_at) "
+                    "SELECT u, $2, $2, $2 FROM unnest($1::bigint[]) AS u RETURNING id",
+                    ids,
+                    started,
+                )
+            ]
+            records = []
+            for user_id, session_id in zip(ids, session_ids, strict=True):
+                for i in range(PER_SESSION):
+                    pick = rng.randrange(len(texts))
+                    role = "user" if i % 2 == 0 else "assistant"
+                    at = started + timedelta(minutes=i)
+                    records.append(
+                        (user_id, session_id, role, texts[pick], "bench", f"c{user_id}",
+                         "answered" if role == "user" else "stored", at, vectors[pick])
+                    )  # fmt: skip
+            await conn.copy_records_to_table("messages", records=records, columns=MESSAGE_COLUMNS)
+            if (day + 1) % 10 == 0:
+                print(f"  sessions {day + 1}/{sessions}: {len(records) * (day + 1):,} messages")
+        await conn.execute("CREATE INDEX ix_messages_tsv ON messages USING gin (tsv)")
+        await conn.execute("VACUUM ANALYZE messages")
+        await conn.execute("VACUUM ANALYZE sessions")
+    finally:
+        await conn.close()
+
+
 def percentile(values: Sequence[float], fraction: float) -> float:
     """The value below which `fraction` of `values` lie (nearest rank)."""
     ordered = sorted(values)
@@ -183,8 +260,8 @@ async def measure(
     url: str, people: int, turns: int, embedder: WordLlamaEmbedder
 ) -> tuple[list[float], list[float]]:
     """Milliseconds per context assembly and per `recall`, after a warm-up."""
-    engine = create_engine(url, pool_size=2)
-    sessions = session_factory(engine)
+    engine = create_engine(url, pool_size=4)
+    sessions = read_session_factory(engine)
     rng = random.Random(5)
     async with engine.connect() as conn:
         first = int((await conn.exec_driver_sql("SELECT min(id) FROM users")).scalar_one())
@@ -214,11 +291,13 @@ async def measure(
     return contexts, recalls
 
 
-async def run(people: int, memories: int, turns: int) -> None:
+async def run(people: int, memories: int, messages: int, turns: int) -> None:
     """Load, measure and print the report."""
     embedder = WordLlamaEmbedder()
     texts = sentences(3000)
     pool = (texts, list(await embedder.embed(texts)))
+    lines = said(3000)
+    line_pool = (lines, list(await embedder.embed(lines)))
     with tempfile.TemporaryDirectory(prefix="latency-") as data_dir:
         server = start_embedded(Path(data_dir))
         try:
@@ -227,13 +306,21 @@ async def run(people: int, memories: int, turns: int) -> None:
             await engine.dispose()
             print(f"loading {people:,} people × {memories:,} memories")
             seconds = await load(server.url, people, memories, pool)
+            if messages:
+                print(f"loading {people:,} people × {messages:,} past messages")
+                started = time.perf_counter()
+                await load_messages(server.url, people, messages, line_pool)
+                seconds += time.perf_counter() - started
             contexts, recalls = await measure(server.url, people, turns, embedder)
         finally:
             server.stop()
     c50, c95, c99 = (percentile(contexts, f) for f in (0.50, 0.95, 0.99))
     r50, r95, r99 = (percentile(recalls, f) for f in (0.50, 0.95, 0.99))
     print()
-    print(f"{people:,} people × {memories:,} memories, loaded in {seconds:.0f} s")
+    print(
+        f"{people:,} people × {memories:,} memories and {messages:,} past messages, "
+        f"loaded in {seconds:.0f} s"
+    )
     print(f"{len(contexts)} turns")
     print(
         f"context assembly (embedding + all queries + budgeting): mean "
@@ -260,10 +347,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--people", type=int, default=1000)
     parser.add_argument("--memories", type=int, default=1000)
+    parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--turns", type=int, default=500)
     args = parser.parse_args()
     configure_logging("WARNING")
-    asyncio.run(run(args.people, args.memories, args.turns))
+    asyncio.run(run(args.people, args.memories, args.messages, args.turns))
 
 
 if __name__ == "__main__":

@@ -51,6 +51,15 @@ class Run:
         """Its `figure` lines as (name, value, unit)."""
         return FIGURE.findall(self.output)
 
+    @property
+    def malformed(self) -> list[str]:
+        """Lines that start like a figure but are not `figure <name> <value> <unit>`."""
+        return [
+            line
+            for line in self.output.splitlines()
+            if line.startswith("figure ") and not FIGURE.fullmatch(line)
+        ]
+
 
 def run(name: str) -> Run:
     """Run `bench.<name>` in its own process."""
@@ -131,6 +140,7 @@ def write_report(runs: list[Run]) -> None:
     lines += ["| figure | value | unit | benchmark |", "|---|---|---|---|"]
     for each in runs:
         lines += [f"| {n} | {v} | {u} | {each.name} |" for n, v, u in each.figures]
+        lines += [f"| (malformed) `{line}` | | | {each.name} |" for line in each.malformed]
     pictures = plots()
     if pictures:
         lines += ["", "## Plots", ""]

@@ -537,9 +537,14 @@ def report(
     print(f"figure due_claim_batch_p95 {at_full['claim_p95_ms']:.1f} ms")
     print(f"figure checkin_minute_dispatch {at_full['total_s']:.1f} s")
     print(f"figure patrol_100k_minutes {patrol['total_s'] / 60:.2f} min")
-    print(f"figure scheduler_rss_mb {at_small['rss_mb']:.0f} MB at {small:,} people")
-    print(f"figure scheduler_rss_mb {at_full['rss_mb']:.0f} MB at {people:,} people")
+    print(f"figure scheduler_rss_mb_{_count(small)} {at_small['rss_mb']:.0f} MB")
+    print(f"figure scheduler_rss_mb_{_count(people)} {at_full['rss_mb']:.0f} MB")
     print(f"figure patrol_rss_mb {patrol['rss_mb']:.0f} MB")
+
+
+def _count(people: int) -> str:
+    """10000 → '10k', 100000 → '100k', 2500 → '2500' (for figure names)."""
+    return f"{people // 1000}k" if people % 1000 == 0 else str(people)
 
 
 def main() -> None:
