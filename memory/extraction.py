@@ -38,11 +38,13 @@ from memory.reconcile import Plan, plans_from, save_explicit, store_plans
 from memory.records import StoredMessage
 from memory.tables import Message
 from memory.tables import Session as SessionRow
+from memory.threads import live_threads
 
 log = structlog.get_logger(__name__)
 
 MAX_MESSAGES = 100  # per run; the rest waits for the next run
 KNOWN_IN_PROMPT = 40
+THREADS_IN_PROMPT = 20
 MAX_ATTEMPTS = 5  # beyond this, only the nightly patrol retries
 EXPLICIT_MIN_IMPORTANCE = 5.0
 
@@ -82,7 +84,7 @@ async def extract_session(
     now = clock.now()
     if any(m.role == "user" for m in shown):
         try:
-            answer = await _ask(llm, memories, user_id, shown, timezone, now)
+            answer = await _ask(llm, sessions, memories, user_id, shown, timezone, now)
             plans, dropped = plans_from(answer, shown, zone_of(timezone), now, min_importance)
             vectors = await _embed(embedder, plans)
         except Exception as exc:
@@ -92,7 +94,7 @@ async def extract_session(
         if not await _claim(batch, session_id, read.watermark):
             log.info("memory.extraction_raced", user_id=user_id, session_id=session_id)
             return ExtractionOutcome()
-        outcome = await store_plans(batch, plans, vectors)
+        outcome = await store_plans(batch, plans, vectors, session_id=session_id)
         through = read.messages[-1].id if read.messages else read.watermark
         await _advance(batch, session_id, through, read.has_more)
     outcome = replace(outcome, skipped=outcome.skipped + dropped)
@@ -139,6 +141,7 @@ def _readable(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
 
 async def _ask(
     llm: ToolCaller,
+    sessions: async_sessionmaker[AsyncSession],
     memories: SqlMemoryRepository,
     user_id: int,
     shown: Sequence[StoredMessage],
@@ -146,10 +149,15 @@ async def _ask(
     now: datetime,
 ) -> ExtractionAnswer:
     known = await memories.live(user_id, limit=KNOWN_IN_PROMPT)
+    async with sessions() as db:
+        threads = [t.title for t in await live_threads(db, user_id, limit=THREADS_IN_PROMPT)]
     zone = zone_of(timezone)
+    prompt = extraction_prompt(
+        shown, timezone=timezone, zone=zone, now=now, known=known, threads=threads
+    )
     raw = await llm.call_tool(
         system=EXTRACTION_SYSTEM,
-        prompt=extraction_prompt(shown, timezone=timezone, zone=zone, now=now, known=known),
+        prompt=prompt,
         tool_name=EXTRACTION_TOOL.name,
         tool_description=EXTRACTION_TOOL.description,
         input_schema=EXTRACTION_TOOL.input_schema,
