@@ -36,6 +36,7 @@ from memory.memory_batch import Embedding, MemoryBatch
 from memory.ports import Clock, Embedder, ToolCaller
 from memory.reconcile import Plan, plans_from, save_explicit, store_plans
 from memory.records import StoredMessage
+from memory.session_summary import summarise_closed_session
 from memory.tables import Message
 from memory.tables import Session as SessionRow
 from memory.threads import live_threads
@@ -54,6 +55,7 @@ class _Read:
     watermark: int | None
     messages: list[StoredMessage]
     has_more: bool
+    closed: bool
 
 
 async def extract_session(
@@ -68,7 +70,8 @@ async def extract_session(
     timezone: str,
     min_importance: float = 3,
 ) -> ExtractionOutcome:
-    """Extract, validate and store what the session's new messages say about the person.
+    """Extract, validate and store what the session's new messages say about the person;
+    once a closed session is read to its end, summarise how it went.
 
     Stores and the watermark commit together; on a model failure nothing is stored and
     the attempt is counted so the session is retried later.
@@ -98,6 +101,10 @@ async def extract_session(
         through = read.messages[-1].id if read.messages else read.watermark
         await _advance(batch, session_id, through, read.has_more)
     outcome = replace(outcome, skipped=outcome.skipped + dropped)
+    if read.closed and not read.has_more:
+        await summarise_closed_session(
+            sessions=sessions, user_id=user_id, session_id=session_id, llm=llm, timezone=timezone
+        )
     log.info(
         "memory.extracted",
         user_id=user_id,
@@ -115,7 +122,7 @@ async def _read(
     async with sessions() as db:
         found = (
             await db.execute(
-                select(SessionRow.extracted_through).where(
+                select(SessionRow.extracted_through, SessionRow.closed_at).where(
                     SessionRow.id == session_id, SessionRow.user_id == user_id
                 )
             )
@@ -127,7 +134,7 @@ async def _read(
             query = query.where(Message.id > found[0])
         rows = list(await db.scalars(query.order_by(Message.id).limit(MAX_MESSAGES + 1)))
     messages = [to_message(row) for row in rows[:MAX_MESSAGES]]
-    return _Read(found[0], messages, len(rows) > MAX_MESSAGES)
+    return _Read(found[0], messages, len(rows) > MAX_MESSAGES, found[1] is not None)
 
 
 def _readable(messages: Sequence[StoredMessage]) -> list[StoredMessage]:

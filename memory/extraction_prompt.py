@@ -206,7 +206,7 @@ class Classification(BaseModel):
 _BLOCK = re.compile(r"<(memory|memories)>.*?</\1>", re.IGNORECASE | re.DOTALL)
 _OPEN_TO_END = re.compile(r"<(memory|memories)>.*\Z", re.IGNORECASE | re.DOTALL)
 _STRAY_TAG = re.compile(r"</?(memory|memories)>", re.IGNORECASE)
-_QUOTE_TAG = re.compile(r"</?(conversation|remembered|threads)\b", re.IGNORECASE)
+_QUOTE_TAG = re.compile(r"</?(conversation|remembered|threads|earlier)\b", re.IGNORECASE)
 
 
 def strip_memory_blocks(text: str) -> str:
@@ -216,8 +216,9 @@ def strip_memory_blocks(text: str) -> str:
     return _STRAY_TAG.sub(" ", text).strip()
 
 
-def _quoted(text: str) -> str:
-    """Text that cannot close the quote it sits in, indented under its header."""
+def quoted(text: str) -> str:
+    """Text that cannot open or close a quote it sits in (<conversation>, <remembered>,
+    <threads>, <earlier>), cut to a length and indented under its header."""
     safe = _QUOTE_TAG.sub(lambda m: "‹" + m.group(0)[1:], text[:MAX_MESSAGE_CHARS])
     return "\n".join("  " + line for line in safe.splitlines() or [""])
 
@@ -239,9 +240,9 @@ def extraction_prompt(
 ) -> str:
     """The per-run prompt: timezone, what is remembered, the ongoing situations (thread
     titles) and the quoted conversation."""
-    remembered = "\n".join(f"- {item.label}: {_quoted(item.content).strip()}" for item in known)
-    situations = "\n".join(f"- {_quoted(title).strip()}" for title in threads)
-    turns = "\n".join(f"{_header(m, zone)}\n{_quoted(m.content)}" for m in messages)
+    remembered = "\n".join(f"- {item.label}: {quoted(item.content).strip()}" for item in known)
+    situations = "\n".join(f"- {quoted(title).strip()}" for title in threads)
+    turns = "\n".join(f"{_header(m, zone)}\n{quoted(m.content)}" for m in messages)
     return (
         f"The person's timezone: {timezone}. Now, in their timezone: "
         f"{now.astimezone(zone):%a %Y-%m-%d %H:%M}.\n\n"
@@ -259,5 +260,5 @@ def classify_prompt(text: str, *, timezone: str, zone: ZoneInfo, now: datetime) 
     return (
         f"The person's timezone: {timezone}. Now, in their timezone: "
         f"{now.astimezone(zone):%a %Y-%m-%d %H:%M}.\n"
-        f"<remembered>\n{_quoted(text)}\n</remembered>"
+        f"<remembered>\n{quoted(text)}\n</remembered>"
     )
