@@ -20,6 +20,7 @@ from memory.items import Candidate, ExtractionOutcome, MemoryItem, content_hash
 from memory.lifespan import lifespan, parse_event_date
 from memory.memory_batch import Embedding, MemoryBatch, to_item
 from memory.records import StoredMessage
+from memory.system_claims import claims_power_over_system
 from memory.threads import THREADED_CATEGORIES, attach, file_under, thread_title, touch
 
 log = structlog.get_logger(__name__)
@@ -78,7 +79,10 @@ def plans_from(
             expires_at=span.expires_at,
             source_message_ids=evidence,
         )
-        plans.append(Plan(candidate, extracted.supersedes or None, extracted.thread))
+        title = extracted.thread
+        if title is not None and claims_power_over_system(title):
+            title = None
+        plans.append(Plan(candidate, extracted.supersedes or None, title))
     return plans, len(answer.memories) - len(plans)
 
 
@@ -89,6 +93,8 @@ def rejection(
     words = re.findall(r"\w+", extracted.content.casefold())
     if not evidence:
         return "evidence"
+    if claims_power_over_system(extracted.content):
+        return "system_claim"
     if extracted.confidence < MIN_CONFIDENCE:
         return "confidence"
     if extracted.importance < min_importance:
