@@ -36,7 +36,9 @@ from memory.database import (
     start_embedded,
     wait_until_reachable,
 )
+from memory.embedder_identity import check_embedder
 from memory.embeddings import build_embedder
+from memory.errors import EmbedderMismatch
 from memory.memories import SqlMemoryRepository
 from memory.ports import Clock, Embedder, SystemClock
 
@@ -120,6 +122,21 @@ def conversation_config(settings: Settings) -> ConversationConfig:
     )
 
 
+async def verify_embedder(sessions: async_sessionmaker[AsyncSession], embedder: Embedder) -> None:
+    """Refuse to start with another embedder than the stored vectors were made with (an
+    empty database records this one)."""
+    try:
+        await check_embedder(sessions, embedder)
+    except EmbedderMismatch as exc:
+        raise ConfigurationError(
+            "COMPANION_EMBEDDING_PROVIDER / COMPANION_EMBEDDING_DIM: the stored vectors were "
+            f"made by {exc.recorded.name} ({exc.recorded.dim} dimensions), but the settings "
+            f"configure {exc.configured.name} ({exc.configured.dim} dimensions). Set them "
+            "back, or stop the companion and run `companion memory reembed` to embed "
+            "everything again with the new embedder."
+        ) from exc
+
+
 def build_embedder_from(settings: Settings) -> Embedder:
     """The configured embedder; `ConfigurationError` naming the setting when it can't be."""
     key = settings.voyage_api_key.get_secret_value() if settings.voyage_api_key else None
@@ -144,6 +161,13 @@ async def build_core(
     engine, embedded = await open_database(settings)
     sessions = session_factory(engine)
     reads = read_session_factory(engine)
+    try:
+        await verify_embedder(sessions, embedder)
+    except ConfigurationError:
+        await engine.dispose()
+        if embedded is not None:
+            await asyncio.to_thread(embedded.stop)
+        raise
     clock = clock or SystemClock()
     store = SqlConversationStore(sessions, embedder, reads=reads)
     memories = SqlMemoryRepository(sessions, embedder, clock)

@@ -6,10 +6,14 @@
 MemoryStoreError
 ├── MemoryNotFound      no such memory (or event) for this person: say so
 ├── PinLimitReached     too many pinned memories: ask the person to unpin one
-└── NothingToUndo       the change was already undone or cannot be undone
+├── NothingToUndo       the change was already undone or cannot be undone
+└── EmbedderMismatch    the stored vectors come from another embedder: do not start;
+                        configure that one again, or re-embed everything
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 
 class MemoryStoreError(Exception):
@@ -30,3 +34,23 @@ class PinLimitReached(MemoryStoreError):
 
 class NothingToUndo(MemoryStoreError):
     """The event was already undone, or things moved on so it cannot be undone."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedderSpec:
+    """An embedder as the stored vectors depend on it: its name and its width."""
+
+    name: str
+    dim: int
+
+
+class EmbedderMismatch(MemoryStoreError):
+    """The stored vectors were made by `recorded`, but `configured` is set up now."""
+
+    def __init__(self, recorded: EmbedderSpec, configured: EmbedderSpec) -> None:
+        super().__init__(
+            f"stored vectors come from {recorded.name} ({recorded.dim} dimensions), "
+            f"the configured embedder is {configured.name} ({configured.dim} dimensions)"
+        )
+        self.recorded = recorded
+        self.configured = configured

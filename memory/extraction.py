@@ -36,13 +36,16 @@ from memory.memory_batch import Embedding, MemoryBatch
 from memory.ports import Clock, Embedder, ToolCaller
 from memory.reconcile import Plan, plans_from, save_explicit, store_plans
 from memory.records import StoredMessage
+from memory.session_summary import summarise_closed_session
 from memory.tables import Message
 from memory.tables import Session as SessionRow
+from memory.threads import live_threads
 
 log = structlog.get_logger(__name__)
 
 MAX_MESSAGES = 100  # per run; the rest waits for the next run
 KNOWN_IN_PROMPT = 40
+THREADS_IN_PROMPT = 20
 MAX_ATTEMPTS = 5  # beyond this, only the nightly patrol retries
 EXPLICIT_MIN_IMPORTANCE = 5.0
 
@@ -52,6 +55,7 @@ class _Read:
     watermark: int | None
     messages: list[StoredMessage]
     has_more: bool
+    closed: bool
 
 
 async def extract_session(
@@ -66,7 +70,8 @@ async def extract_session(
     timezone: str,
     min_importance: float = 3,
 ) -> ExtractionOutcome:
-    """Extract, validate and store what the session's new messages say about the person.
+    """Extract, validate and store what the session's new messages say about the person;
+    once a closed session is read to its end, summarise how it went.
 
     Stores and the watermark commit together; on a model failure nothing is stored and
     the attempt is counted so the session is retried later.
@@ -82,7 +87,7 @@ async def extract_session(
     now = clock.now()
     if any(m.role == "user" for m in shown):
         try:
-            answer = await _ask(llm, memories, user_id, shown, timezone, now)
+            answer = await _ask(llm, sessions, memories, user_id, shown, timezone, now)
             plans, dropped = plans_from(answer, shown, zone_of(timezone), now, min_importance)
             vectors = await _embed(embedder, plans)
         except Exception as exc:
@@ -92,10 +97,14 @@ async def extract_session(
         if not await _claim(batch, session_id, read.watermark):
             log.info("memory.extraction_raced", user_id=user_id, session_id=session_id)
             return ExtractionOutcome()
-        outcome = await store_plans(batch, plans, vectors)
+        outcome = await store_plans(batch, plans, vectors, session_id=session_id)
         through = read.messages[-1].id if read.messages else read.watermark
         await _advance(batch, session_id, through, read.has_more)
     outcome = replace(outcome, skipped=outcome.skipped + dropped)
+    if read.closed and not read.has_more:
+        await summarise_closed_session(
+            sessions=sessions, user_id=user_id, session_id=session_id, llm=llm, timezone=timezone
+        )
     log.info(
         "memory.extracted",
         user_id=user_id,
@@ -113,7 +122,7 @@ async def _read(
     async with sessions() as db:
         found = (
             await db.execute(
-                select(SessionRow.extracted_through).where(
+                select(SessionRow.extracted_through, SessionRow.closed_at).where(
                     SessionRow.id == session_id, SessionRow.user_id == user_id
                 )
             )
@@ -125,7 +134,7 @@ async def _read(
             query = query.where(Message.id > found[0])
         rows = list(await db.scalars(query.order_by(Message.id).limit(MAX_MESSAGES + 1)))
     messages = [to_message(row) for row in rows[:MAX_MESSAGES]]
-    return _Read(found[0], messages, len(rows) > MAX_MESSAGES)
+    return _Read(found[0], messages, len(rows) > MAX_MESSAGES, found[1] is not None)
 
 
 def _readable(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
@@ -139,6 +148,7 @@ def _readable(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
 
 async def _ask(
     llm: ToolCaller,
+    sessions: async_sessionmaker[AsyncSession],
     memories: SqlMemoryRepository,
     user_id: int,
     shown: Sequence[StoredMessage],
@@ -146,10 +156,15 @@ async def _ask(
     now: datetime,
 ) -> ExtractionAnswer:
     known = await memories.live(user_id, limit=KNOWN_IN_PROMPT)
+    async with sessions() as db:
+        threads = [t.title for t in await live_threads(db, user_id, limit=THREADS_IN_PROMPT)]
     zone = zone_of(timezone)
+    prompt = extraction_prompt(
+        shown, timezone=timezone, zone=zone, now=now, known=known, threads=threads
+    )
     raw = await llm.call_tool(
         system=EXTRACTION_SYSTEM,
-        prompt=extraction_prompt(shown, timezone=timezone, zone=zone, now=now, known=known),
+        prompt=prompt,
         tool_name=EXTRACTION_TOOL.name,
         tool_description=EXTRACTION_TOOL.description,
         input_schema=EXTRACTION_TOOL.input_schema,

@@ -65,6 +65,7 @@ class Candidate:
     event_at: datetime | None = None
     expires_at: datetime | None = None
     source_message_ids: tuple[int, ...] = ()
+    thread_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ from memory.memory_events import (
 )
 from memory.ports import Clock, Embedder, Vector
 from memory.tables import Memory, MemoryEvent
+from memory.threads import withdraw_tainted
 
 log = structlog.get_logger(__name__)
 
@@ -255,6 +256,7 @@ class SqlMemoryRepository:
     async def purge_trash(self, now: datetime, older_than: timedelta = TRASH_DAYS) -> int:
         """Delete every person's memories forgotten more than `older_than` ago."""
         async with self._sessions.begin() as db:
+            await db.execute(withdraw_tainted())
             result = await db.execute(
                 delete(Memory).where(
                     Memory.status == "forgotten", Memory.forgotten_at < now - older_than

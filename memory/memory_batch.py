@@ -131,6 +131,7 @@ class MemoryBatch:
             confidence=candidate.confidence,
             source=source,
             source_message_ids=list(candidate.source_message_ids),
+            thread_id=candidate.thread_id,
             event_at=candidate.event_at,
             expires_at=candidate.expires_at,
             valid_from=self.now,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -20,6 +20,8 @@ from memory.items import Candidate, ExtractionOutcome, MemoryItem, content_hash
 from memory.lifespan import lifespan, parse_event_date
 from memory.memory_batch import Embedding, MemoryBatch, to_item
 from memory.records import StoredMessage
+from memory.system_claims import claims_power_over_system
+from memory.threads import THREADED_CATEGORIES, attach, file_under, thread_title, touch
 
 log = structlog.get_logger(__name__)
 
@@ -41,10 +43,12 @@ _LABEL = re.compile(r"m(\d+)")
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """A validated candidate, and the text of the older fact it says it replaces."""
+    """A validated candidate, the text of the older fact it says it replaces, and the
+    title of the ongoing situation it belongs to (threads, goals and events)."""
 
     candidate: Candidate
     supersedes: str | None = None
+    thread: str | None = None
 
 
 def plans_from(
@@ -75,7 +79,10 @@ def plans_from(
             expires_at=span.expires_at,
             source_message_ids=evidence,
         )
-        plans.append(Plan(candidate, extracted.supersedes or None))
+        title = extracted.thread
+        if title is not None and claims_power_over_system(title):
+            title = None
+        plans.append(Plan(candidate, extracted.supersedes or None, title))
     return plans, len(answer.memories) - len(plans)
 
 
@@ -86,6 +93,8 @@ def rejection(
     words = re.findall(r"\w+", extracted.content.casefold())
     if not evidence:
         return "evidence"
+    if claims_power_over_system(extracted.content):
+        return "system_claim"
     if extracted.confidence < MIN_CONFIDENCE:
         return "confidence"
     if extracted.importance < min_importance:
@@ -100,13 +109,17 @@ def rejection(
 
 
 async def store_plans(
-    batch: MemoryBatch, plans: Sequence[Plan], vectors: dict[str, Embedding]
+    batch: MemoryBatch, plans: Sequence[Plan], vectors: dict[str, Embedding], *, session_id: int
 ) -> ExtractionOutcome:
-    """Reconcile and store every plan in `batch`; `vectors` maps each text to its embedding."""
+    """Reconcile and store every plan in `batch`; `vectors` maps each text to its embedding.
+
+    Threads, goals and events are filed under the person's thread for their situation,
+    which records `session_id` as one more session it came up in.
+    """
     added, updated, skipped = 0, 0, 0
     stored: list[MemoryItem] = []
     for plan in plans:
-        verdict, item = await _reconcile(batch, plan, vectors)
+        verdict, item = await _reconcile(batch, plan, vectors, session_id)
         added += verdict == "added"
         updated += verdict == "updated"
         skipped += verdict == "skipped"
@@ -116,20 +129,17 @@ async def store_plans(
 
 
 async def _reconcile(
-    batch: MemoryBatch, plan: Plan, vectors: dict[str, Embedding]
+    batch: MemoryBatch, plan: Plan, vectors: dict[str, Embedding], session_id: int
 ) -> tuple[str, MemoryItem | None]:
     """Add, update (supersede) or skip one validated candidate."""
     candidate = plan.candidate
     vector = vectors[candidate.content]
     action, target = await _match(batch, plan, vectors)
     if action == "skip":
-        if target is not None and target.live and candidate.expires_at is not None:
-            await batch.refresh_expiry(target, candidate.expires_at, actor="extraction")
+        if target is not None and target.live:
+            await _mentioned_again(batch, plan, target, vectors, session_id)
         return "skipped", None
-    if target is None:
-        item = await batch.add(candidate, source="extracted", actor="extraction", embedding=vector)
-        return "added", item
-    if target.source == "user" or target.pinned:
+    if target is not None and (target.source == "user" or target.pinned):
         log.info(
             "memory.contradiction_skipped",
             user_id=batch.user_id,
@@ -137,10 +147,54 @@ async def _reconcile(
             reason="pinned" if target.pinned else "explicit",
         )
         return "skipped", None
+    thread_id = await _thread_of(batch, plan, target, vector, session_id)
+    candidate = replace(candidate, thread_id=thread_id)
+    if target is None:
+        item = await batch.add(candidate, source="extracted", actor="extraction", embedding=vector)
+        return "added", item
     item = await batch.supersede(
         target.short_id, candidate, source="extracted", actor="extraction", embedding=vector
     )
     return "updated", item
+
+
+async def _thread_of(
+    batch: MemoryBatch,
+    plan: Plan,
+    target: MemoryItem | None,
+    vector: Embedding,
+    session_id: int,
+) -> int | None:
+    """The thread a new memory (or new version of `target`) is filed under, if any."""
+    if plan.candidate.category not in THREADED_CATEGORIES:
+        return None
+    kept = target.thread_id if target is not None else None
+    if kept is not None and await touch(batch, kept, session_id):
+        return kept
+    title = thread_title(plan.thread, plan.candidate.content)
+    return await attach(batch, title, vector, session_id)
+
+
+async def _mentioned_again(
+    batch: MemoryBatch,
+    plan: Plan,
+    known: MemoryItem,
+    vectors: dict[str, Embedding],
+    session_id: int,
+) -> None:
+    """A live memory was said again: it stays relevant longer, and its situation came
+    up in this session too (a memory without a live thread gets one now)."""
+    candidate = plan.candidate
+    if known.expires_at is not None and candidate.expires_at is not None:
+        await batch.refresh_expiry(known, candidate.expires_at, actor="extraction")
+    if candidate.category not in THREADED_CATEGORIES:
+        return
+    if known.thread_id is not None and await touch(batch, known.thread_id, session_id):
+        return
+    if known.category in THREADED_CATEGORIES:
+        title = thread_title(plan.thread, known.content)
+        thread_id = await attach(batch, title, vectors[candidate.content], session_id)
+        await file_under(batch, known.id, thread_id)
 
 
 async def _match(

@@ -4,7 +4,8 @@ Run after switching embedding provider or dimension (`companion memory reembed`)
 vector columns are first resized when the width changes, which empties them, then every
 row is embedded again in batches, each batch in its own short transaction. Interrupted,
 it can simply be run again. Run it while the bot is stopped: rows written meanwhile with
-the old width would be rejected.
+the old width would be rejected. Once every row is done, the new embedder is recorded as
+the one the vectors come from, and the companion starts with it again.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import structlog
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.embedder_identity import column_width, record_embedder
 from memory.ports import Embedder, Vector
 
 log = structlog.get_logger(__name__)
@@ -26,18 +28,6 @@ EMBEDDED_ROWS = {
     "messages": "btrim(content) <> '' AND status <> 'apology'",
     "memories": "btrim(content) <> ''",
 }
-
-
-async def column_width(db: AsyncSession, table: str) -> int | None:
-    """The declared width of `table.embedding` (None when declared without one)."""
-    width = await db.scalar(
-        text(
-            "SELECT atttypmod FROM pg_attribute "
-            "WHERE attrelid = CAST(:table AS regclass) AND attname = 'embedding'"
-        ),
-        {"table": table},
-    )
-    return int(width) if width is not None and width > 0 else None
 
 
 async def resize(sessions: async_sessionmaker[AsyncSession], dim: int) -> list[str]:
@@ -116,5 +106,7 @@ async def reembed(
             done += len(ids)
             if progress is not None:
                 progress(done, max(total, done))
+    async with sessions.begin() as db:
+        await record_embedder(db, embedder)
     log.info("memory.reembedded", rows=done, embedder=embedder.name, dim=embedder.dim)
     return done

@@ -25,6 +25,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    SmallInteger,
     String,
     Text,
     Time,
@@ -299,3 +300,19 @@ class DiaryEntry(Base):
         ARRAY(BigInteger), server_default=text("'{}'")
     )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class EmbedderIdentity(Base):
+    """The one embedder whose vectors are stored (its name and width); see
+    `memory.embedder_identity`."""
+
+    __tablename__ = "embedder_identity"
+    __table_args__ = (
+        CheckConstraint("id = 1", name="embedder_identity_one_row"),
+        CheckConstraint("dim > 0", name="embedder_identity_dim"),
+    )
+
+    id: Mapped[int] = mapped_column(SmallInteger, primary_key=True, server_default=text("1"))
+    embedder: Mapped[str] = mapped_column(Text)
+    dim: Mapped[int] = mapped_column(Integer)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())

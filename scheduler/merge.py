@@ -15,7 +15,7 @@ from datetime import datetime
 import structlog
 from sqlalchemy import select, text, update
 
-from memory.items import Candidate, content_hash
+from memory.items import LIVE_STATUSES, Candidate
 from memory.memory_events import record_event
 from memory.tables import Memory, Thread
 from scheduler.deps import SchedulerDeps
@@ -70,6 +70,19 @@ SELECT c.user_id, c.id, 'merge', 'patrol',
                           'into_id', c.keeper, 'similarity', round(c.similarity::numeric, 3)),
        CAST(:now AS timestamptz)
 FROM changed AS c JOIN memories AS k ON k.id = c.keeper
+""")
+
+_RECURRING_THREADS = text("""
+SELECT DISTINCT ON (t.id) t.id AS thread_id, t.user_id, m.short_id
+FROM threads AS t
+JOIN memories AS m ON m.user_id = t.user_id AND m.thread_id = t.id
+WHERE t.user_id = ANY(CAST(:ids AS bigint[])) AND t.status = 'open'
+  AND (SELECT count(DISTINCT s) FROM unnest(t.session_ids) AS s) >= :sessions
+  AND m.valid_until IS NULL AND m.status IN ('active', 'dying') AND m.tier = 'active'
+  AND m.category IN ('thread', 'goal')
+  AND NOT EXISTS (SELECT 1 FROM memories AS f
+                  WHERE f.user_id = t.user_id AND f.thread_id = t.id AND f.status = 'forgotten')
+ORDER BY t.id, m.importance DESC, m.id DESC
 """)
 
 _RECURRING = text("""
@@ -206,6 +219,7 @@ async def merge_with_model(deps: SchedulerDeps, item: Fold, *, now: datetime) ->
         event_at=keeper.event_at,
         expires_at=keeper.expires_at,
         source_message_ids=tuple(sorted({*keeper.source_message_ids, *loser.source_message_ids})),
+        thread_id=keeper.thread_id,
     )
     async with deps.memories.batch(keeper.user_id) as batch:
         current = await batch.row(keeper.short_id)
@@ -230,19 +244,14 @@ async def merge_with_model(deps: SchedulerDeps, item: Fold, *, now: datetime) ->
 
 
 async def promote(deps: SchedulerDeps, batch: Batch, *, now: datetime) -> int:
-    """Open threads seen in several sessions, and thread or goal memories mentioned again
-    since the last patrol and on several days in all, become core memories (as new
-    versions; the old stay in history)."""
+    """What keeps coming back becomes core memory (as new versions; the old stay in
+    history): the situation of an open thread seen in several sessions (its most important
+    live thread or goal memory; a thread with a forgotten memory never), and thread or goal
+    memories mentioned again since the last patrol and on several days in all."""
     async with deps.sessions() as db:
         threads = (
             await db.execute(
-                select(Thread.id, Thread.user_id, Thread.title).where(
-                    Thread.user_id.in_(batch.ids),
-                    Thread.status == "open",
-                    text(
-                        "(SELECT count(DISTINCT s) FROM unnest(threads.session_ids) AS s) >= :n"
-                    ).bindparams(n=RECURRING_SESSIONS),
-                )
+                _RECURRING_THREADS, {"ids": list(batch.ids), "sessions": RECURRING_SESSIONS}
             )
         ).all()
         recurring = (
@@ -252,37 +261,27 @@ async def promote(deps: SchedulerDeps, batch: Batch, *, now: datetime) -> int:
             )
         ).all()
     promoted = 0
-    for thread_id, user_id, title in threads:
-        promoted += await _promote_thread(deps, thread_id, user_id, title)
+    for thread_id, user_id, short_id in threads:
+        promoted += await _promote_memory(deps, user_id, short_id, thread_id=thread_id)
     for user_id, short_id in recurring:
         promoted += await _promote_memory(deps, user_id, short_id)
     return promoted
 
 
-async def _promote_thread(deps: SchedulerDeps, thread_id: int, user_id: int, title: str) -> int:
-    (embedding,) = await deps.memories.embed([title])
-    async with deps.memories.batch(user_id) as batch:
-        await batch.db.execute(
-            update(Thread)
-            .where(Thread.id == thread_id, Thread.user_id == user_id)
-            .values(status="promoted")
-        )
-        if await batch.by_hash(content_hash(title)) is not None:
-            return 0
-        candidate = Candidate(title, "fact", "core", importance=6, confidence=0.8)
-        item = await batch.add(candidate, source="extracted", actor="patrol", embedding=embedding)
-        row = await batch.row(item.short_id)
-        await record_event(
-            batch.db, row=row, action="promote", actor="patrol", now=batch.now, thread_id=thread_id
-        )
-    return 1
-
-
-async def _promote_memory(deps: SchedulerDeps, user_id: int, short_id: int) -> int:
+async def _promote_memory(
+    deps: SchedulerDeps, user_id: int, short_id: int, *, thread_id: int | None = None
+) -> int:
+    """A core version of an active memory; with `thread_id`, that thread is promoted."""
     async with deps.memories.batch(user_id) as batch:
         row = await batch.row(short_id)
-        if row.valid_until is not None or row.tier != "active":
+        if row.valid_until is not None or row.tier != "active" or row.status not in LIVE_STATUSES:
             return 0
+        if thread_id is not None:
+            await batch.db.execute(
+                update(Thread)
+                .where(Thread.id == thread_id, Thread.user_id == user_id)
+                .values(status="promoted")
+            )
         candidate = Candidate(
             content=row.content,
             category=row.category,
@@ -290,18 +289,17 @@ async def _promote_memory(deps: SchedulerDeps, user_id: int, short_id: int) -> i
             importance=row.importance,
             confidence=row.confidence,
             source_message_ids=tuple(row.source_message_ids or ()),
+            thread_id=row.thread_id,
         )
         embedding = [float(x) for x in row.embedding] if row.embedding is not None else None
         item = await batch.supersede(
             short_id, candidate, source=row.source, actor="patrol", embedding=embedding
         )
         new_row = await batch.row(item.short_id)
+        details = {"from_short_id": short_id}
+        if thread_id is not None:
+            details["thread_id"] = thread_id
         await record_event(
-            batch.db,
-            row=new_row,
-            action="promote",
-            actor="patrol",
-            now=batch.now,
-            from_short_id=short_id,
+            batch.db, row=new_row, action="promote", actor="patrol", now=batch.now, **details
         )
     return 1

@@ -112,6 +112,16 @@ changed AS (
 {_RECORD.format(action="CASE new_status WHEN 'dead' THEN 'retire' ELSE 'fade' END")}
 """)
 
+# A thread with a forgotten memory may carry its words in its title: once the memory is
+# purged nothing would say so, so the thread is withdrawn for good first.
+WITHDRAW_THREADS = text(f"""
+WITH {_PEOPLE}
+UPDATE threads AS t SET status = 'withdrawn' FROM p
+WHERE t.user_id = p.user_id AND t.status IN ('open', 'promoted')
+  AND EXISTS (SELECT 1 FROM memories AS m
+              WHERE m.user_id = t.user_id AND m.thread_id = t.id AND m.status = 'forgotten')
+""")
+
 PURGE_TRASH = text(f"""
 WITH {_PEOPLE}
 DELETE FROM memories AS m USING p
@@ -130,6 +140,7 @@ STEPS: tuple[tuple[str, TextClause], ...] = (
     ("expire", EXPIRE),
     ("archive", ARCHIVE),
     ("decay", DECAY),
+    ("withdraw_threads", WITHDRAW_THREADS),
     ("purge_trash", PURGE_TRASH),
     ("close_sessions", CLOSE_STALE),
 )

@@ -11,8 +11,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from memory.conversations import SqlConversationStore
+from memory.embedder_identity import column_width
 from memory.embeddings import WordLlamaEmbedder
-from memory.reembed import column_width, reembed
+from memory.reembed import reembed
 from memory.retrieval import recall
 from memory.tables import Memory
 from tests.conftest import FakeClock
@@ -22,13 +23,15 @@ WIDTH = 256  # what the session's migrated schema uses
 
 @pytest.fixture
 async def restore_width(engine: AsyncEngine) -> AsyncIterator[None]:
-    """Put the vector columns back to the session's width for the tests that follow."""
+    """Put the vector columns back to the session's width for the tests that follow, and
+    forget the embedder re-embedding recorded."""
     yield
     async with engine.begin() as conn:
         for table in ("messages", "memories"):
             await conn.exec_driver_sql(
                 f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({WIDTH}) USING NULL"
             )
+        await conn.exec_driver_sql("DELETE FROM embedder_identity")
 
 
 async def test_changing_dimension_reembeds_everything(

@@ -299,25 +299,44 @@ async def test_threads_that_keep_coming_back_are_promoted_to_core(core: Core, al
             .where(MemoryEvent.memory_id == recurring, MemoryEvent.action == "create")
             .values(created_at=NOW - timedelta(days=9))
         )
-        db.add(Thread(user_id=alice, title="Moving to Aarhus for a new job", session_ids=[1, 2, 3]))
-        db.add(Thread(user_id=alice, title="A one-off argument", session_ids=[4]))
+        moving = Thread(user_id=alice, title="Moving to Aarhus", session_ids=[1, 2, 3, 2])
+        one_off = Thread(user_id=alice, title="A one-off argument", session_ids=[4])
+        db.add_all([moving, one_off])
+        await db.flush()
+        thread_ids = moving.id, one_off.id
+    situation = await memory(
+        core,
+        alice,
+        "Moving to Aarhus for a new job",
+        category="thread",
+        tier="active",
+        expires_at=NOW + timedelta(days=30),
+        thread_id=thread_ids[0],
+    )
+    await memory(
+        core,
+        alice,
+        "Had a one-off argument with a neighbour",
+        category="thread",
+        tier="active",
+        thread_id=thread_ids[1],
+    )
 
     await run_nightly(deps_for(core))
 
     assert (await row(core, recurring)).valid_until == NOW
+    assert (await row(core, situation)).valid_until == NOW  # the core version replaces it
     core_items = {m.content: m for m in await core.memories.live(alice, tier="core")}
     assert set(core_items) == {
         "Training for the Copenhagen half marathon",
         "Moving to Aarhus for a new job",
     }
+    assert core_items["Moving to Aarhus for a new job"].thread_id == thread_ids[0]
     assert core_items["Training for the Copenhagen half marathon"].expires_at is None
     assert (await row(core, once)).tier == "active" and (await row(core, once)).valid_until is None
     async with core.sessions() as db:
         statuses = dict((await db.execute(select(Thread.title, Thread.status))).all())
-    assert statuses == {
-        "Moving to Aarhus for a new job": "promoted",
-        "A one-off argument": "open",
-    }
+    assert statuses == {"Moving to Aarhus": "promoted", "A one-off argument": "open"}
 
 
 async def test_the_trash_is_purged_after_thirty_days(core: Core, alice: int) -> None:
