@@ -113,6 +113,11 @@ class Message(Base):
             unique=True,
             postgresql_where=text("platform_message_id IS NOT NULL AND role = 'user'"),
         ),
+        Index(
+            "ix_messages_unembedded",
+            "id",
+            postgresql_where=text("embedding IS NULL AND status NOT IN ('apology', 'forgotten')"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
