@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from sqlalchemy import BigInteger, exists, func, literal, select, update
+from sqlalchemy import BigInteger, Select, exists, func, literal, select, update
 from sqlalchemy.dialects.postgresql import distinct_on, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
@@ -61,6 +61,19 @@ def to_session(row: SessionRow) -> ConversationSession:
         summary=row.summary,
         summarized_through=row.summarized_through,
         extracted_through=row.extracted_through,
+    )
+
+
+def stored_messages() -> Select[int, int, int, str, str, datetime, str]:
+    """A select of just what a `StoredMessage` holds: no vector, no tsvector to decode."""
+    return select(
+        Message.id,
+        Message.user_id,
+        Message.session_id,
+        Message.role,
+        Message.content,
+        Message.created_at,
+        Message.status,
     )
 
 
@@ -423,7 +436,7 @@ class SqlConversationStore:
         """The newest `limit` messages of a session after `after_id` (in one chat, when
         given), oldest first."""
         query = (
-            select(Message)
+            stored_messages()
             .where(Message.user_id == user_id, Message.session_id == session_id)
             .order_by(Message.id.desc())
             .limit(limit)
@@ -433,8 +446,8 @@ class SqlConversationStore:
         if chat_id is not None:
             query = query.where(Message.chat_id == chat_id)
         async with self._reads() as db:
-            rows = (await db.scalars(query)).all()
-        return [to_message(row) for row in reversed(rows)]
+            rows = (await db.execute(query)).all()
+        return [StoredMessage(*row) for row in reversed(rows)]
 
     async def get_session(self, *, user_id: int, session_id: int) -> ConversationSession | None:
         """One session of this person's."""

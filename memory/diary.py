@@ -16,7 +16,7 @@ from sqlalchemy import Exists, Select, and_, exists, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import to_message
+from memory.conversations import stored_messages
 from memory.erasure import HIDDEN
 from memory.records import StoredMessage
 from memory.tables import DiaryEntry, Memory, Message
@@ -135,7 +135,7 @@ async def day_messages(
     """The visible messages of both sides in [start, end), oldest first (the newest
     `limit`); hidden, apology and too-long messages never appear."""
     query = (
-        select(Message)
+        stored_messages()
         .where(
             and_(
                 Message.user_id == user_id,
@@ -148,5 +148,5 @@ async def day_messages(
         .limit(limit)
     )
     async with sessions() as db:
-        rows = (await db.scalars(query)).all()
-    return [to_message(row) for row in reversed(rows)]
+        rows = (await db.execute(query)).all()
+    return [StoredMessage(*row) for row in reversed(rows)]

@@ -14,7 +14,7 @@ import structlog
 from sqlalchemy import and_, exists, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import to_message
+from memory.conversations import stored_messages
 from memory.erasure import HIDDEN
 from memory.extraction_prompt import (
     CLASSIFY_SYSTEM,
@@ -129,11 +129,13 @@ async def _read(
         ).first()
         if found is None:
             return None
-        query = select(Message).where(Message.user_id == user_id, Message.session_id == session_id)
+        query = stored_messages().where(
+            Message.user_id == user_id, Message.session_id == session_id
+        )
         if found[0] is not None:
             query = query.where(Message.id > found[0])
-        rows = list(await db.scalars(query.order_by(Message.id).limit(MAX_MESSAGES + 1)))
-    messages = [to_message(row) for row in rows[:MAX_MESSAGES]]
+        rows = (await db.execute(query.order_by(Message.id).limit(MAX_MESSAGES + 1))).all()
+    messages = [StoredMessage(*row) for row in rows[:MAX_MESSAGES]]
     return _Read(found[0], messages, len(rows) > MAX_MESSAGES, found[1] is not None)
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import exists, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import to_message
+from memory.conversations import stored_messages
 from memory.diary import UNSHOWN_STATUSES
 from memory.erasure import HIDDEN
 from memory.extraction_prompt import ToolSchema, quoted, strip_memory_blocks
@@ -89,15 +89,15 @@ async def _read(
         ).first()
         if found is None:
             return None
-        query = select(Message).where(
+        query = stored_messages().where(
             Message.user_id == user_id,
             Message.session_id == session_id,
             Message.status.not_in(UNSHOWN_STATUSES),
         )
         if found.summarized_through is not None:
             query = query.where(Message.id > found.summarized_through)
-        rows = list(await db.scalars(query.order_by(Message.id.desc()).limit(MAX_MESSAGES)))
-    visible = [to_message(row) for row in reversed(rows)]
+        rows = (await db.execute(query.order_by(Message.id.desc()).limit(MAX_MESSAGES))).all()
+    visible = [StoredMessage(*row) for row in reversed(rows)]
     messages = [m for m in visible if strip_memory_blocks(m.content)]
     return _Closed(found.summary, found.summarized_through, messages)
 
