@@ -36,7 +36,7 @@ from pgvector.asyncpg import register_vector
 
 from bot.logs import configure_logging
 from memory.context import assemble_context
-from memory.database import create_engine, migrate, read_session_factory, start_embedded
+from memory.database import autocommit_session_factory, create_engine, migrate, start_embedded
 from memory.embeddings import WordLlamaEmbedder
 from memory.retrieval import recall
 
@@ -261,7 +261,7 @@ async def measure(
 ) -> tuple[list[float], list[float]]:
     """Milliseconds per context assembly and per `recall`, after a warm-up."""
     engine = create_engine(url, pool_size=4)
-    sessions = read_session_factory(engine)
+    sessions = autocommit_session_factory(engine)
     rng = random.Random(5)
     async with engine.connect() as conn:
         first = int((await conn.exec_driver_sql("SELECT min(id) FROM users")).scalar_one())

@@ -29,9 +29,9 @@ from memory.actions import SqlActionStore
 from memory.conversations import SqlConversationStore
 from memory.database import (
     EmbeddedPostgres,
+    autocommit_session_factory,
     create_engine,
     migrate,
-    read_session_factory,
     session_factory,
     start_embedded,
     wait_until_reachable,
@@ -160,7 +160,7 @@ async def build_core(
     embedder = embedder or build_embedder_from(settings)
     engine, embedded = await open_database(settings)
     sessions = session_factory(engine)
-    reads = read_session_factory(engine)
+    autocommit = autocommit_session_factory(engine)
     try:
         await verify_embedder(sessions, embedder)
     except ConfigurationError:
@@ -169,7 +169,7 @@ async def build_core(
             await asyncio.to_thread(embedded.stop)
         raise
     clock = clock or SystemClock()
-    store = SqlConversationStore(sessions, embedder, reads=reads)
+    store = SqlConversationStore(sessions, embedder, autocommit=autocommit)
     memories = SqlMemoryRepository(sessions, embedder, clock)
     tool_caller = LLMToolCaller(model)
     background = BackgroundTasks()
@@ -198,7 +198,7 @@ async def build_core(
             budget_tokens=settings.memory_budget_tokens,
             extract_every_n=settings.extract_every_n_messages,
         ),
-        reads=reads,
+        autocommit=autocommit,
     )
     conversation = Conversation(
         store=store,

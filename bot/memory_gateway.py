@@ -75,10 +75,10 @@ class MemoryServices:
         commands: CommandDeps,
         outbound: Outbound,
         settings: MemorySettings,
-        reads: async_sessionmaker[AsyncSession] | None = None,
+        autocommit: async_sessionmaker[AsyncSession] | None = None,
     ) -> None:
         self._sessions = sessions
-        self._reads = reads or sessions
+        self._autocommit = autocommit or sessions
         self._recalls = 0
         self._store = store
         self._memories = memories
@@ -100,7 +100,7 @@ class MemoryServices:
         """The memory block for this turn; the recalls it shows are counted afterwards."""
         now = self._clock.now()
         assembled = await assemble_context(
-            self._reads,
+            self._autocommit,
             self._embedder,
             user_id=person.id,
             query=query,

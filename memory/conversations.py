@@ -98,11 +98,11 @@ class SqlConversationStore:
         sessions: async_sessionmaker[AsyncSession],
         embedder: Embedder | None = None,
         *,
-        reads: async_sessionmaker[AsyncSession] | None = None,
+        autocommit: async_sessionmaker[AsyncSession] | None = None,
     ) -> None:
         self._sessions = sessions
         self._embedder = embedder
-        self._reads = reads or sessions
+        self._autocommit = autocommit or sessions
 
     async def _embedding(self, text: str) -> list[float] | None:
         """The text's vector; None without an embedder, or when it fails: the message is
@@ -300,7 +300,7 @@ class SqlConversationStore:
             statement = statement.add_cte(
                 _answered(user_id, session_id, answers_through).cte("answered")
             )
-        async with self._sessions.begin() as db:
+        async with self._autocommit() as db:
             return int(await db.scalar(statement) or 0)
 
     async def backfill_embeddings(self, *, limit: int = 200) -> int:
@@ -308,7 +308,7 @@ class SqlConversationStore:
         many got their vector (none while it still fails)."""
         if self._embedder is None:
             return 0
-        async with self._reads() as db:
+        async with self._autocommit() as db:
             rows = (
                 await db.execute(
                     select(Message.id, Message.content)
@@ -419,7 +419,7 @@ class SqlConversationStore:
 
     async def message_status(self, *, user_id: int, message_id: int) -> str | None:
         """A message's status now ('stored', 'answered', ...), None if it is gone."""
-        async with self._reads() as db:
+        async with self._autocommit() as db:
             return await db.scalar(
                 select(Message.status).where(Message.id == message_id, Message.user_id == user_id)
             )
@@ -445,7 +445,7 @@ class SqlConversationStore:
             query = query.where(Message.id > after_id)
         if chat_id is not None:
             query = query.where(Message.chat_id == chat_id)
-        async with self._reads() as db:
+        async with self._autocommit() as db:
             rows = (await db.execute(query)).all()
         return [StoredMessage(*row) for row in reversed(rows)]
 

@@ -73,9 +73,10 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker[Any]:
     return async_sessionmaker(engine, expire_on_commit=False)
 
 
-def read_session_factory(engine: AsyncEngine) -> async_sessionmaker[Any]:
-    """Sessions for reads that need no transaction: each statement commits on its own,
-    which spares a turn's reads the BEGIN and ROLLBACK round trips."""
+def autocommit_session_factory(engine: AsyncEngine) -> async_sessionmaker[Any]:
+    """Sessions in which each statement commits on its own: for reads that need no
+    transaction and for writes that are one statement, sparing a turn the BEGIN and
+    COMMIT (or ROLLBACK) round trips."""
     return async_sessionmaker(
         engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
     )
