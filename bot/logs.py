@@ -3,8 +3,9 @@
 Person and platform ids are bound through contextvars (`bind_person`). Message and
 memory text, and anything that looks like a token, never reach a log at INFO or above:
 not as a field, not inside a formatted exception (SQL parameters, PostgreSQL's DETAIL
-lines and rejected query arguments carry row data), and not through the standard
-library's loggers either, whose records pass through the same redaction.
+lines, rejected query arguments and pydantic's rejected input carry personal data), and
+not through the standard library's loggers either, whose records pass through the same
+redaction.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ _DATA_IN_ERRORS = (
     (re.compile(r"(query argument \$\d+: ).*$", re.M), r"\g<1>[redacted]"),
     # PostgreSQL quotes a value it could not parse ('invalid input syntax for type ...').
     (re.compile(r"(invalid input (?:syntax|value) for [^:\n]+: ).*$", re.M), r"\g<1>[redacted]"),
+    # pydantic quotes the input it rejected (a model's answer holds memory text).
+    (re.compile(r"(input_value=).*?(, input_type=|\]?$)", re.M), r"\g<1>[redacted]\g<2>"),
 )
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
 

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.logs import scrub_error_text
@@ -97,6 +99,18 @@ async def test_database_errors_reach_the_error_log_without_message_text_or_token
     assert "[SQL parameters hidden due to hide_parameters=True]" in insert_failure
     assert "query argument $1: [redacted]" in lines[3]["exception"]
     assert lines[5]["logger"] == "asyncio" and "DataError" in lines[5]["exception"]
+
+
+def test_a_rejected_model_answer_is_not_quoted() -> None:
+    class Decision(BaseModel):
+        send: bool
+
+    with pytest.raises(ValidationError) as caught:
+        Decision.model_validate({"send": "tell her about the divorce"})
+    scrubbed = scrub_error_text(str(caught.value))
+    assert "divorce" in str(caught.value) and "divorce" not in scrubbed
+    assert "send\n  Input should be a valid boolean" in scrubbed
+    assert "input_value=[redacted], input_type=str" in scrubbed
 
 
 def test_error_text_scrubbing_keeps_the_shape_of_the_error() -> None:
