@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 
@@ -101,8 +101,14 @@ def _stop_on_signals() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, _request_stop, stop, signum)
     return stop
+
+
+def _request_stop(stop: asyncio.Event, signum: int) -> None:
+    if not stop.is_set():
+        log.info("run.stopping", signal=signal.Signals(signum).name)
+    stop.set()
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> None:
@@ -118,6 +124,9 @@ async def _run(settings: Settings, args: argparse.Namespace) -> None:
         return
     core = await build_core(settings)
     stop = _stop_on_signals()
+    # The platforms stop only once the jobs sending through them have finished, so a
+    # check-in being written when the signal comes is still delivered.
+    jobs_done = asyncio.Event()
     try:
         async with contextlib.AsyncExitStack() as senders, asyncio.TaskGroup() as tasks:
             if args.scheduler_only:
@@ -126,11 +135,13 @@ async def _run(settings: Settings, args: argparse.Namespace) -> None:
                         await senders.enter_async_context(_delivery_only(core, platform))
                     )
             else:
-                _start_adapters(core, stop, platforms, tasks)
-            if args.no_scheduler:
-                tasks.create_task(_maintain_until(core, stop))
-            else:
-                tasks.create_task(_proactive(core, stop, platforms))
+                _start_adapters(core, jobs_done, platforms, tasks)
+            jobs = (
+                _maintain_until(core, stop)
+                if args.no_scheduler
+                else _proactive(core, stop, platforms)
+            )
+            tasks.create_task(_then_set(jobs, jobs_done))
             if settings.ops_http_enabled:
                 from adapters.ops_http import serve_ops
 
@@ -183,6 +194,14 @@ async def _proactive(core: Core, stop: asyncio.Event, platforms: Sequence[str]) 
     stopping.cancel()
     if not stop.is_set():
         await run_scheduler(core, stop)
+
+
+async def _then_set(work: Awaitable[None], done: asyncio.Event) -> None:
+    """Await `work`, then set `done` however it ended."""
+    try:
+        await work
+    finally:
+        done.set()
 
 
 async def _maintain_until(core: Core, stop: asyncio.Event) -> None:

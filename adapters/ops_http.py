@@ -74,7 +74,8 @@ class OpsServer:
                 f"({exc.strerror or type(exc).__name__})"
             ) from exc
         self._runner = runner
-        log.info("ops_http.started", host=self._host, port=self.port)
+        bound = [f"{address[0]}:{address[1]}" for address in runner.addresses]
+        log.info("ops_http.started", host=self._host, port=self.port, bound=bound)
 
     async def stop(self) -> None:
         """Stop listening."""

@@ -88,7 +88,8 @@ EXTRACTED = Counter(
 )
 OUTREACH = Counter(
     "companion_outreach",
-    "Proactive messages by kind, status (sent, skipped, failed, ...) and reason.",
+    "Outbox rows (intended proactive messages, follow-ups folded into a check-in "
+    "included) by kind, status (sent, skipped, failed, unknown, ...) and reason.",
     ["kind", "status", "reason"],
     registry=REGISTRY,
 )
@@ -96,6 +97,14 @@ JOB_DURATION = Histogram(
     "companion_job_duration_seconds",
     "Background and scheduled jobs (patrol, diary, check-ins, sweep) by job.",
     ["job"],
+    buckets=_JOB_BUCKETS,
+    registry=REGISTRY,
+)
+PATROL_STEP_DURATION = Histogram(
+    "companion_patrol_step_duration_seconds",
+    "One nightly patrol run's time in each step (mechanical, extract, merge, promote, "
+    "diary, purge), summed over its batches.",
+    ["step"],
     buckets=_JOB_BUCKETS,
     registry=REGISTRY,
 )
@@ -208,15 +217,21 @@ def record_extraction(outcome: ExtractionOutcome) -> None:
 
 
 @_never_raises
-def record_outreach(kind: str, status: str, reason: str | None = None) -> None:
-    """Count one proactive message's fate, e.g. ('checkin', 'skipped', 'quiet_hours')."""
-    OUTREACH.labels(_label(kind), _label(status), _label(reason)).inc()
+def record_outreach(kind: str, status: str, reason: str | None = None, count: int = 1) -> None:
+    """Count `count` outbox rows' fate, e.g. ('checkin', 'skipped', 'quiet_hours')."""
+    OUTREACH.labels(_label(kind), _label(status), _label(reason)).inc(max(count, 0))
 
 
 @_never_raises
 def record_job(job: str, seconds: float) -> None:
     """Observe how long one run of a job took, e.g. ('patrol', 12.3)."""
     JOB_DURATION.labels(_label(job)).observe(max(seconds, 0.0))
+
+
+@_never_raises
+def record_patrol_step(step: str, seconds: float) -> None:
+    """Observe one patrol run's time in one step, e.g. ('merge', 3.2)."""
+    PATROL_STEP_DURATION.labels(_label(step)).observe(max(seconds, 0.0))
 
 
 @contextmanager

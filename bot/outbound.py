@@ -64,8 +64,12 @@ class Outbound:
         """Deliver to the first reachable chat; `DeliveryFailed` when none takes it."""
         last: DeliveryFailed = DeliveryFailed("unreachable", "no reachable private chat")
         for recipient in await self.recipients(user_id):
+            delivery = self._deliveries.get(recipient.platform)
+            if delivery is None:  # the platform stopped since the recipients were read
+                last = DeliveryFailed("unreachable", f"{recipient.platform} is not running")
+                continue
             try:
-                message_id = await self._deliveries[recipient.platform].send(recipient, reply)
+                message_id = await delivery.send(recipient, reply)
             except DeliveryFailed as exc:
                 log.warning("outbound.failed", platform=recipient.platform, reason=exc.reason)
                 last = exc

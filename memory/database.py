@@ -58,9 +58,11 @@ def async_url(url: str) -> str:
 
 
 def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
-    """An async engine with health-checked pooled connections."""
+    """An async engine with health-checked pooled connections. Statement parameters are
+    never rendered into errors: they hold what people wrote."""
     return create_async_engine(
         async_url(url),
+        hide_parameters=True,
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=True,

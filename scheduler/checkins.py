@@ -8,6 +8,7 @@ from datetime import datetime
 
 import structlog
 
+from bot import metrics
 from scheduler.claims import claim_checkins, claim_followups, schedule_new
 from scheduler.deps import SchedulerDeps
 from scheduler.dispatch import dispatch
@@ -21,8 +22,10 @@ async def run_outbox(deps: SchedulerDeps) -> Counter[str]:
     lease ran out: released to wait, or left by a process that stopped."""
     now = deps.clock.now()
     interrupted = await recover(deps.sessions, now=now)
+    for kind, count in interrupted.items():
+        metrics.record_outreach(kind, "unknown", "interrupted", count)
     if interrupted:
-        log.warning("outreach.interrupted", count=interrupted)
+        log.warning("outreach.interrupted", count=interrupted.total())
     outcomes: Counter[str] = Counter()
     while True:
         claims = await reclaim_pending(

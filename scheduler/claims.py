@@ -3,7 +3,9 @@ check-in advanced and the outbox row written in one transaction), the follow-ups
 into them or due on their own, and people who have no check-in scheduled yet.
 
 Only rows this transaction inserted are processed: the unique idempotency key makes a
-second process (or a second run) find nothing to do.
+second process (or a second run) find nothing to do. Rows that are final the moment
+they are written (a check-in missed by more than the grace window) are counted in the
+outreach metric here, once committed; every other row is counted when it is dispatched.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import date, datetime, time, timedelta
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot import metrics
 from bot.timing import next_checkin, zone
 from scheduler.deps import SchedulerConfig
 from scheduler.outbox import Claim, new_token
@@ -54,7 +57,7 @@ FROM unnest(CAST(:user_ids AS bigint[]), CAST(:kinds AS text[]), CAST(:keys AS t
             CAST(:statuses AS text[]), CAST(:reasons AS text[]), CAST(:due AS timestamptz[]))
      AS v(user_id, kind, key, memory_id, merged_into, status, reason, due_at)
 ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING id, user_id, kind, status, due_at
+RETURNING id, user_id, kind, status, reason, due_at
 """)
 
 _DUE_EVENTS = """
@@ -83,6 +86,18 @@ class DueEvent:
     event_at: datetime
     timezone: str
     next_checkin_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Inserted:
+    """An outreach row as inserted."""
+
+    id: int
+    user_id: int
+    kind: str
+    status: str
+    reason: str | None
+    due_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +138,7 @@ def local_date(instant: datetime, tz_name: str) -> date:
 
 async def _insert(
     db: AsyncSession, rows: Sequence[_Row], *, now: datetime, token: str, lease_until: datetime
-) -> list[tuple[int, int, str, str, datetime]]:
+) -> list[_Inserted]:
     if not rows:
         return []
     params = {
@@ -140,7 +155,7 @@ async def _insert(
         "lease_until": lease_until,
     }
     result = await db.execute(_INSERT, params)
-    return [(r.id, r.user_id, r.kind, r.status, r.due_at) for r in result.all()]
+    return [_Inserted(r.id, r.user_id, r.kind, r.status, r.reason, r.due_at) for r in result.all()]
 
 
 async def due_events(
@@ -217,8 +232,15 @@ async def claim_checkins(
         )
         rows = [_checkin_row(p.id, p.timezone, p.next_checkin_at, now, config) for p in people]
         inserted = await _insert(db, rows, now=now, token=token, lease_until=lease_until)
-        claims = [Claim(i, u, k, token, d) for i, u, k, s, d in inserted if s == "pending"]
+        claims = [
+            Claim(r.id, r.user_id, r.kind, token, r.due_at)
+            for r in inserted
+            if r.status == "pending"
+        ]
         await _fold_followups(db, claims, now=now, config=config, token=token)
+    for row in inserted:
+        if row.status != "pending":
+            metrics.record_outreach(row.kind, row.status, row.reason)
     return claims, len(people)
 
 
@@ -301,7 +323,7 @@ async def _claim_events(
         for u, es in grouped.items()
     ]
     inserted = await _insert(db, primaries, now=now, token=token, lease_until=now + config.lease)
-    won = {user: outreach_id for outreach_id, user, _k, _s, _d in inserted}
+    won = {row.user_id: row.id for row in inserted}
     rest = [
         _Row(
             u,
@@ -316,4 +338,4 @@ async def _claim_events(
         for e in es[1:]
     ]
     await _insert(db, rest, now=now, token=token, lease_until=now)
-    return [Claim(i, u, k, token, d) for i, u, k, _s, d in inserted]
+    return [Claim(r.id, r.user_id, r.kind, token, r.due_at) for r in inserted]

@@ -24,6 +24,7 @@ from scheduler.compose import Occasion, compose
 from scheduler.deps import SchedulerDeps
 from scheduler.facts import read_facts
 from scheduler.outbox import (
+    FINAL,
     Claim,
     Delivered,
     begin_sending,
@@ -56,6 +57,7 @@ async def dispatch(deps: SchedulerDeps, claims: Sequence[Claim]) -> Counter[str]
     facts = await read_facts(deps.sessions, user_ids)
     people = {p.id: p for p in await deps.store.persons_by_ids(user_ids)}
     events = await _events(deps, claims)
+    merged = await _merged(deps, claims)
     gate = asyncio.Semaphore(deps.config.concurrency)
 
     async def one(claim: Claim) -> str:
@@ -73,11 +75,37 @@ async def dispatch(deps: SchedulerDeps, claims: Sequence[Claim]) -> Counter[str]
                     # The row stays claimed until its lease runs out, then it is retried.
                     log.exception("outreach.error", outreach_id=claim.id, kind=claim.kind)
                     outcome = "error"
-            status, _, reason = outcome.partition(":")
-            metrics.record_outreach(claim.kind, status, reason or None)
+            _count(claim, outcome, merged.get(claim.id, Counter()))
             return outcome
 
     return Counter(await asyncio.gather(*(one(c) for c in claims)))
+
+
+def _count(claim: Claim, outcome: str, merged: Counter[str]) -> None:
+    """Count the row's outcome; once it is final, the rows merged into it share it."""
+    status, _, reason = outcome.partition(":")
+    metrics.record_outreach(claim.kind, status, reason or None)
+    if status in FINAL:
+        for kind, count in merged.items():
+            metrics.record_outreach(kind, status, reason or None, count)
+
+
+async def _merged(deps: SchedulerDeps, claims: Sequence[Claim]) -> dict[int, Counter[str]]:
+    """How many open rows are merged into each claimed row, by kind; one query."""
+    async with deps.sessions() as db:
+        rows = await db.execute(
+            select(Outreach.merged_into, Outreach.kind, func.count())
+            .where(
+                Outreach.merged_into.in_([c.id for c in claims]),
+                Outreach.status.not_in(FINAL),
+            )
+            .group_by(Outreach.merged_into, Outreach.kind)
+        )
+        found: dict[int, Counter[str]] = {}
+        for primary, kind, count in rows.all():
+            if primary is not None:
+                found.setdefault(primary, Counter())[kind] += count
+        return found
 
 
 async def _events(deps: SchedulerDeps, claims: Sequence[Claim]) -> dict[int, list[_Event]]:

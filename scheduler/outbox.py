@@ -12,6 +12,7 @@ folded into a check-in) share their primary row's fate.
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -170,10 +171,14 @@ _RECOVER_SENDING = text("""
 WITH stale AS (
     UPDATE outreach SET status = 'unknown', reason = 'interrupted', lease_until = NULL
     WHERE status = 'sending' AND merged_into IS NULL AND lease_until < :now
-    RETURNING id
+    RETURNING id, kind
+), merged AS (
+    UPDATE outreach SET status = 'unknown', reason = 'interrupted'
+    WHERE merged_into IN (SELECT id FROM stale) AND status = 'sending'
+    RETURNING id, kind
 )
-UPDATE outreach SET status = 'unknown', reason = 'interrupted'
-WHERE merged_into IN (SELECT id FROM stale) AND status = 'sending'
+SELECT kind, count(*) AS n FROM (SELECT kind FROM stale UNION ALL SELECT kind FROM merged) AS k
+GROUP BY kind
 """)
 
 _RECLAIM_PENDING = text("""
@@ -189,12 +194,13 @@ RETURNING o.id, o.user_id, o.kind, o.due_at, o.attempts
 """)
 
 
-async def recover(sessions: async_sessionmaker[AsyncSession], *, now: datetime) -> int:
+async def recover(sessions: async_sessionmaker[AsyncSession], *, now: datetime) -> Counter[str]:
     """Rows left `sending` past their lease (a crash mid-send) become `unknown`: whether
-    the person got the message cannot be known, so it is never sent again."""
+    the person got the message cannot be known, so it is never sent again. How many
+    rows (merged ones included), by kind."""
     async with sessions.begin() as db:
-        result = await db.execute(_RECOVER_SENDING, {"now": now})
-    return int(getattr(result, "rowcount", 0) or 0)
+        rows = (await db.execute(_RECOVER_SENDING, {"now": now})).all()
+    return Counter({row.kind: int(row.n) for row in rows})
 
 
 async def reclaim_pending(

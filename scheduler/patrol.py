@@ -4,7 +4,9 @@
 people whose `next_patrol_at` has passed in batches, runs the mechanical steps for the
 whole batch in one transaction (and moves their next patrol to tomorrow night), then
 the steps that need the model: extraction retries, merge text, the diary. Without a
-model key only the mechanical steps run (one log line says so).
+model key only the mechanical steps run (one log line says so). Each run's time per step
+goes to the `companion_patrol_step_duration_seconds` histogram (the whole run is the
+`nightly` job's duration).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import structlog
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot import metrics
 from bot.timing import next_checkin
 from memory.actions import SqlActionStore
 from memory.extraction import extract_session
@@ -214,7 +217,11 @@ async def run_nightly(deps: SchedulerDeps) -> PatrolReport | None:
         while await patrol_batch(deps, report):
             pass
         if report.people:
+            purge_started = time.perf_counter()
             await SqlActionStore(deps.sessions).purge_expired(deps.clock.now())
+            report.seconds["purge"] += time.perf_counter() - purge_started
+            for step, seconds in report.seconds.items():
+                metrics.record_patrol_step(step, seconds)
             if not deps.config.llm_steps:
                 log.info("patrol.llm_steps_skipped", reason="no language model key")
             log.info(

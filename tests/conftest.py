@@ -1,5 +1,6 @@
 """Shared fixtures: one real PostgreSQL with pgvector per test session, a clean
-database for every test that asks for one, and a controllable clock.
+database for every test that asks for one, and a controllable clock; and the reports
+tests hand to the terminal summary.
 
 With `DATABASE_URL` set, tests use that server (it must have pgvector); otherwise an
 embedded server starts once in a temporary directory.
@@ -20,6 +21,10 @@ from bot.bootstrap import Core, build_core
 from bot.config import Settings
 from memory.database import create_engine, migrate, session_factory, start_embedded
 from tests.fakes.chat_llm import ScriptedLLM
+
+REPORT_PROPERTY = "report"
+"""A test's `record_property(REPORT_PROPERTY, text)` is shown in the terminal summary,
+with or without `-s`, whether the test passed or failed."""
 
 
 @dataclass
@@ -98,3 +103,15 @@ async def core(
     built = await build_core(settings, llm=scripted_llm, clock=clock)
     yield built
     await built.aclose()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Show the reports tests recorded (`REPORT_PROPERTY`), one section each."""
+    for reports in list(terminalreporter.stats.values()):
+        for report in reports:
+            if getattr(report, "when", None) != "call":
+                continue
+            for name, value in getattr(report, "user_properties", ()):
+                if name == REPORT_PROPERTY:
+                    terminalreporter.write_sep("-", f"report: {report.nodeid}")
+                    terminalreporter.write_line(str(value))

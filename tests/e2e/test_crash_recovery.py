@@ -1,7 +1,9 @@
 """Crash recovery: the whole bot (Telegram adapter, scheduler jobs, extraction) SIGKILLed
 twenty times at random points of a turn, an extraction and a check-in, restarted each
 time while people keep writing; then the database and what the fakes received are checked
-for lost, doubled or half-written work, and the counts are reported.
+for lost, doubled or half-written work. The counts are reported in the terminal summary
+(see `REPORT_PROPERTY` in `tests/conftest.py`), and at least one kill must have landed
+while a turn, an extraction and a check-in were running.
 
 Workers are forked from one child process that imported the bot once (see
 `tests/support/crash_worker.py`), so a restart takes a fraction of a second.
@@ -13,7 +15,7 @@ import asyncio
 import contextlib
 import signal
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
@@ -26,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from memory.conversations import SqlConversationStore
 from memory.tables import Identity, Memory, MemoryEvent, Message, Outreach, User
 from memory.tables import Session as SessionRow
+from tests.conftest import REPORT_PROPERTY
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.crash_harness import (
@@ -44,6 +47,9 @@ KILLS = 20
 TARGETS = ("receive", "turn", "extraction", "checkin")
 """Where kills aim: just after Telegram handed updates to the bot, while the model answers
 a turn, an extraction, a check-in."""
+MUST_LAND = ("turn", "extraction", "checkin")
+"""Targets at least one kill must hit while that work was running, or the run proved
+nothing about it."""
 CHATTERS = tuple(range(7001, 7007))
 CHECKIN_PEOPLE = tuple(range(8001, 8017))
 CHECKIN_SPACING = timedelta(seconds=1.5)
@@ -102,7 +108,7 @@ async def busy(model: CrashModel, telegram: FakeTelegramAPI, kind: str, within: 
 
 
 async def test_twenty_kills_lose_nothing_and_do_nothing_twice(
-    database_url: str, db: Db, tmp_path: Path
+    database_url: str, db: Db, tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
     plan = Random(SEED)
     model = CrashModel(Random(SEED + 1))
@@ -147,8 +153,10 @@ async def test_twenty_kills_lose_nothing_and_do_nothing_twice(
     counts, problems = await check(db, telegram, chatter, kills)
     counts["stored when the bot died, unanswered after the restart"] = left
     report = "\n".join(f"  {name}: {value}" for name, value in counts.items())
-    print(f"\ncrash recovery, seed {SEED}:\n{report}")
+    record_property(REPORT_PROPERTY, f"crash recovery, seed {SEED}:\n{report}")
     assert problems == [], "\n".join([*problems, "counts:", report, _log_tail(tmp_path)])
+    missed = [t for t in MUST_LAND if not any(k.target == t and k.hit for k in kills)]
+    assert missed == [], f"no kill landed while the bot was busy on {missed}:\n{report}"
 
 
 @contextlib.asynccontextmanager

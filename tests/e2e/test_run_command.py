@@ -5,9 +5,7 @@ cleanly on SIGTERM; a rejected token is a one-line error."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,30 +15,18 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from memory.conversations import SqlConversationStore
 from memory.tables import Message, Outreach, User
 from tests.fakes.anthropic_api import FakeAnthropicAPI
-from tests.fakes.telegram_api import TOKEN, FakeTelegramAPI
+from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.support.companion_process import KEY, companion_env, start_companion, terminate
 
-KEY = "sk-ant-run-test"
 ALICE = 4242
 
 
 def _env(
     anthropic: FakeAnthropicAPI, telegram: FakeTelegramAPI, database_url: str, tmp: Path
 ) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "COMPANION_", "TELEGRAM_", "DISCORD_"))
-    }
-    return env | {
-        "ANTHROPIC_API_KEY": KEY,
-        "ANTHROPIC_BASE_URL": anthropic.base_url,
-        "TELEGRAM_BOT_TOKEN": TOKEN,
-        "TELEGRAM_API_BASE_URL": telegram.base_url,
-        "DATABASE_URL": database_url,
-        "COMPANION_DATA_DIR": str(tmp),
-        "COMPANION_BURST_WINDOW_SECONDS": "0.05",
-        "COMPANION_LOG_FORMAT": "json",
-    }
+    return companion_env(
+        data_dir=tmp, database_url=database_url, anthropic=anthropic, telegram=telegram
+    )
 
 
 async def test_run_answers_on_telegram_and_stops_on_sigterm(
@@ -115,25 +101,13 @@ async def _run_process(
     args: list[str], env: dict[str, str], cwd: Path
 ) -> asyncio.subprocess.Process:
     """`companion run ARGS` as a child process."""
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "adapters.cli",
-        "run",
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-    )
+    return await start_companion("run", *args, env=env, cwd=cwd)
 
 
 async def _stop(process: asyncio.subprocess.Process) -> str:
-    process.send_signal(signal.SIGTERM)
-    _out, err = await asyncio.wait_for(process.communicate(), timeout=30)
-    assert process.returncode == 0, err.decode()[-2000:]
-    return err.decode()
+    err = await terminate(process)
+    assert process.returncode == 0, err[-2000:]
+    return err
 
 
 async def test_scheduler_only_sends_due_checkins_and_reads_no_updates(
