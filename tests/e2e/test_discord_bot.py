@@ -67,6 +67,9 @@ async def running(core: Core, fake: FakeDiscord) -> AsyncIterator[None]:
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
+    # Discord refuses an unknown interaction or a second response to one; ours never
+    # provoke that unless a test arranged it (and then it clears `rejected`).
+    assert fake.rejected == [], f"Discord refused interaction callbacks: {fake.rejected}"
 
 
 @pytest.fixture

@@ -3,6 +3,9 @@
 REST answers with exactly `Content-Type: application/json` and rate-limit headers,
 validates message length (the real 400 Invalid Form Body), and can be scripted to
 answer 429 (honoured by discord.py, then the send succeeds) or 403 50007 (DMs closed).
+Interaction callbacks are as strict as Discord's: an unknown interaction or token is 404
+10062, a second response to one interaction is 400 40060 (both kept in `rejected`), and
+followups or edits with an unknown token are 404 10015.
 Everything the bot sends is recorded: channel messages, interaction callbacks,
 followups, edits and deletions (with their flags; ephemeral = 64), typing, command
 syncs; `wait_for` waits for any of it. Test helpers dispatch gateway events: DMs and
@@ -128,6 +131,8 @@ class FakeDiscord:
         self.message_content_intent = False
         self.fail_sends: list[tuple[int, Payload]] = []
         self._pressed: dict[str, SentMessage] = {}  # interaction token -> the pressed message
+        self._acknowledged: set[str] = set()  # tokens whose interaction got its one response
+        self.rejected: list[tuple[int, int]] = []  # (interaction id, error code) refused
         self.rate_limited = 0
         self._runner: web.AppRunner | None = None
         self.base_url = ""
@@ -506,10 +511,14 @@ class FakeDiscord:
         self, request: web.Request, interaction: str, token: str
     ) -> web.Response:
         body, files = await _read_body(request)
+        refused = self._refuse_callback(int(interaction), token)
+        if refused is not None:
+            return refused
         data = body.get("data") or {}
         invalid = _invalid_content(data)
         if invalid is not None:
             return invalid
+        self._acknowledged.add(token)
         kind, flags = int(body["type"]), int(data.get("flags") or 0)
         message = None
         if kind in (4, 7):
@@ -532,15 +541,37 @@ class FakeDiscord:
             }
         )
 
+    def _refuse_callback(self, interaction: int, token: str) -> web.Response | None:
+        """Discord's answer to a callback it will not take: unknown, or already answered."""
+        if self.interactions.get(token) != interaction:
+            self.rejected.append((interaction, 10062))
+            return json_response({"message": "Unknown interaction", "code": 10062}, status=404)
+        if token in self._acknowledged:
+            self.rejected.append((interaction, 40060))
+            return json_response(
+                {"message": "Interaction has already been acknowledged.", "code": 40060},
+                status=400,
+            )
+        return None
+
+    def _unknown_webhook(self, token: str) -> web.Response | None:
+        """Followups and edits need the token of a real interaction."""
+        if token in self.interactions:
+            return None
+        return json_response({"message": "Unknown Webhook", "code": 10015}, status=404)
+
     async def _followup(self, request: web.Request, app: str, token: str) -> web.Response:
         body, files = await _read_body(request)
+        unknown = self._unknown_webhook(token)
+        if unknown is not None:
+            return unknown
         invalid = _invalid_content(body)
         if invalid is not None:
             return invalid
         flags = int(body.get("flags") or 0)
         message = self._record_message(0, body, files, track=False)
         self.interaction_replies.append(
-            InteractionReply(self.interactions.get(token, 0), "followup", None, flags, message)
+            InteractionReply(self.interactions[token], "followup", None, flags, message)
         )
         return json_response(self._message_json(message))
 
@@ -548,6 +579,9 @@ class FakeDiscord:
         self, request: web.Request, app: str, token: str, message_id: str
     ) -> web.Response:
         body, files = await _read_body(request)
+        unknown = self._unknown_webhook(token)
+        if unknown is not None:
+            return unknown
         invalid = _invalid_content(body)
         if invalid is not None:
             return invalid
@@ -557,7 +591,7 @@ class FakeDiscord:
         message = self._record_message(
             0, body, files, track=False, message_id=pressed.id if pressed else None
         )
-        interaction = self.interactions.get(token, 0)
+        interaction = self.interactions[token]
         self.interaction_replies.append(
             InteractionReply(interaction, "edit", None, message.flags, message)
         )
@@ -566,7 +600,10 @@ class FakeDiscord:
     async def _delete_webhook_message(
         self, request: web.Request, app: str, token: str, message_id: str
     ) -> web.Response:
-        interaction = self.interactions.get(token, 0)
+        unknown = self._unknown_webhook(token)
+        if unknown is not None:
+            return unknown
+        interaction = self.interactions[token]
         self.interaction_replies.append(InteractionReply(interaction, "delete", None, 0, None))
         return web.Response(status=204, headers={"Via": "1.1 google"})
 
