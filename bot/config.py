@@ -79,6 +79,7 @@ class Settings(BaseSettings):
     discord_gateway_url: str | None = Field(None, validation_alias="DISCORD_GATEWAY_URL")
     discord_shard_count: int | None = Field(None, ge=1)
     discord_shard_ids: str | None = None
+    discord_message_content: bool = False
 
     # Adapters (all platforms)
     burst_window_seconds: float = Field(2.0, ge=0)

@@ -62,8 +62,12 @@ def pointed_at(settings: Settings) -> Iterator[None]:
             _saved = None
 
 
-def intents() -> discord.Intents:
-    """Guilds, DMs and guild messages; not the privileged message content intent.
+MESSAGE_CONTENT_SETTING = "COMPANION_DISCORD_MESSAGE_CONTENT"
+
+
+def intents(settings: Settings) -> discord.Intents:
+    """Guilds, DMs and guild messages; the privileged message content intent only when
+    `COMPANION_DISCORD_MESSAGE_CONTENT` asks for it.
 
     Without message content, Discord still sends the text of DMs and of server messages
     that mention the bot (a reply that pings the bot is a mention).
@@ -72,6 +76,7 @@ def intents() -> discord.Intents:
     value.guilds = True
     value.dm_messages = True
     value.guild_messages = True
+    value.message_content = settings.discord_message_content
     return value
 
 
@@ -100,7 +105,7 @@ def client_options(settings: Settings) -> dict[str, Any]:
     """Options every client of ours shares: minimal intents and caches, no pings, and a
     bound on how long a request waits out a rate limit."""
     options: dict[str, Any] = {
-        "intents": intents(),
+        "intents": intents(settings),
         "allowed_mentions": discord.AllowedMentions.none(),
         "max_messages": None,
         "member_cache_flags": discord.MemberCacheFlags.none(),

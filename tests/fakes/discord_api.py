@@ -128,7 +128,6 @@ class FakeDiscord:
         self.dm_channels: dict[int, int] = {}  # user id -> channel id
         self.closed_dms: set[int] = set()
         self.rate_limit_sends = 0
-        self.message_content_intent = False
         self.fail_sends: list[tuple[int, Payload]] = []
         self._pressed: dict[str, SentMessage] = {}  # interaction token -> the pressed message
         self._acknowledged: set[str] = set()  # tokens whose interaction got its one response
@@ -260,13 +259,13 @@ class FakeDiscord:
     ) -> int:
         """A person writes in the server's #general; returns the message id.
 
-        A reply pings its author unless `ping=False`. Like Discord without the message
-        content intent, the text of a message that does not mention the bot is empty.
+        A reply pings its author unless `ping=False`. Unless the bot was granted the
+        message content intent, the text of a message that does not mention it is empty.
         """
         message_id = self.snowflake()
         mentioned = mention or (reply_to is not None and ping)
         text = f"<@{BOT_ID}> {content}" if mention else content
-        if not mentioned and not self.message_content_intent:
+        if not mentioned and not self.gateway.message_content:
             text = ""
         referenced = None
         if reply_to is not None:
