@@ -1,5 +1,6 @@
 """How discord.py connects: the REST and gateway URLs from the settings, the intents,
-and the client class (one connection, or a configured range of shards)."""
+and the client class (one connection; shards as many as Discord recommends; or a
+configured count and range of shards)."""
 
 from __future__ import annotations
 
@@ -84,9 +85,10 @@ def shard_ids(settings: Settings) -> list[int] | None:
     """The configured shard ids ("0,1"), checked against the shard count."""
     if settings.discord_shard_ids is None or not settings.discord_shard_ids.strip():
         return None
-    if settings.discord_shard_count is None:
+    if settings.discord_shard_count is None or settings.discord_shard_count == "auto":
         raise ConfigurationError(
-            "COMPANION_DISCORD_SHARD_IDS needs COMPANION_DISCORD_SHARD_COUNT as well"
+            "COMPANION_DISCORD_SHARD_IDS needs COMPANION_DISCORD_SHARD_COUNT as well, as a "
+            "number (the total across all processes), not auto"
         )
     try:
         ids = sorted({int(part) for part in settings.discord_shard_ids.split(",") if part.strip()})
@@ -118,13 +120,18 @@ def client_options(settings: Settings) -> dict[str, Any]:
 
 
 def build_client(settings: Settings) -> discord.Client:
-    """The gateway client: sharded when a shard count is configured."""
+    """The gateway client: one connection without a shard count; with `auto`, an
+    `AutoShardedClient` that asks Discord how many shards to run (all in this process);
+    with a number, those shards (or this process's `COMPANION_DISCORD_SHARD_IDS`)."""
     # The companion never joins voice: skip discord.py's warnings about voice libraries.
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
     options = client_options(settings)
-    if settings.discord_shard_count is None:
+    count = settings.discord_shard_count
+    if count is None:
         return discord.Client(**options)
     ids = shard_ids(settings)
+    if count == "auto":
+        return discord.AutoShardedClient(**options)
     if ids is not None:
         options["shard_ids"] = ids
-    return discord.AutoShardedClient(shard_count=settings.discord_shard_count, **options)
+    return discord.AutoShardedClient(shard_count=count, **options)

@@ -31,6 +31,9 @@ from bot.errors import CompanionError, ConfigurationError
 log = structlog.get_logger(__name__)
 
 DRAIN_SECONDS = 30.0
+CLOSE_GRACE_SECONDS = 2.0
+"""How long the closed client may take to stop on its own before its task is cancelled
+(an `AutoShardedClient` still launching shards would otherwise retry for ever)."""
 
 
 class DiscordBot:
@@ -118,13 +121,31 @@ async def run_discord(core: Core, stop: asyncio.Event) -> None:
 
 
 async def _stopped(connection: asyncio.Task[None]) -> None:
-    """Wait for the client we closed; an error while closing is only worth a log line."""
+    """Wait for the client we closed; an error while closing is only worth a log line.
+
+    discord.py's sharded client keeps launching the remaining shards after `close()`
+    (each failing and retrying every five seconds), so a client that does not stop
+    within `CLOSE_GRACE_SECONDS` is cancelled.
+    """
     if connection.done():
         return
+    done, _ = await asyncio.wait({connection}, timeout=CLOSE_GRACE_SECONDS)
+    if not done:
+        log.info("discord.close_cancelled", grace_seconds=CLOSE_GRACE_SECONDS)
+        connection.cancel()
     try:
         await connection
+    except asyncio.CancelledError:
+        if _cancelling():
+            raise
     except Exception as exc:
         log.info("discord.closed_with_error", error=type(exc).__name__)
+
+
+def _cancelling() -> bool:
+    """Whether the task running this is itself being cancelled (then let that through)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _raise_for(connection: asyncio.Task[None], settings: Settings) -> None:

@@ -128,6 +128,7 @@ class FakeDiscord:
         self.dm_channels: dict[int, int] = {}  # user id -> channel id
         self.closed_dms: set[int] = set()
         self.rate_limit_sends = 0
+        self.recommended_shards = 1  # what GET /gateway/bot recommends
         self.fail_sends: list[tuple[int, Payload]] = []
         self._pressed: dict[str, SentMessage] = {}  # interaction token -> the pressed message
         self._acknowledged: set[str] = set()  # tokens whose interaction got its one response
@@ -468,7 +469,13 @@ class FakeDiscord:
 
     async def _get_gateway(self, request: web.Request) -> web.Response:
         limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
-        return json_response({"url": self.gateway.url, "shards": 1, "session_start_limit": limit})
+        return json_response(
+            {
+                "url": self.gateway.url,
+                "shards": self.recommended_shards,
+                "session_start_limit": limit,
+            }
+        )
 
     async def _create_dm(self, request: web.Request) -> web.Response:
         user_id = int((await request.json())["recipient_id"])
