@@ -8,7 +8,7 @@ TELEGRAM_BOT_TOKEN, DISCORD_BOT_TOKEN, ...); the project's own carry the prefix
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
@@ -77,8 +77,9 @@ class Settings(BaseSettings):
         "https://discord.com/api/v10", validation_alias="DISCORD_API_BASE_URL"
     )
     discord_gateway_url: str | None = Field(None, validation_alias="DISCORD_GATEWAY_URL")
-    discord_shard_count: int | None = Field(None, ge=1)
+    discord_shard_count: Annotated[int, Field(ge=1)] | Literal["auto"] | None = None
     discord_shard_ids: str | None = None
+    discord_message_content: bool = False
 
     # Adapters (all platforms)
     burst_window_seconds: float = Field(2.0, ge=0)
@@ -92,6 +93,13 @@ class Settings(BaseSettings):
     ops_http_enabled: bool = False
     ops_http_host: str = "127.0.0.1"
     ops_http_port: int = Field(9464, ge=0, le=65535)
+
+    @field_validator("discord_shard_count", mode="before")
+    @classmethod
+    def _auto_in_any_case(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        return value
 
     @field_validator("persona_file")
     @classmethod

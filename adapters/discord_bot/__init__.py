@@ -4,9 +4,11 @@ command catalog, persistent buttons, file attachments, and the `Delivery` port.
 Intents: guilds, DM messages and guild messages — not the privileged message content
 intent. Discord still delivers the text of DMs and of server messages that mention
 the bot (a reply that pings the bot is a mention), which is all the bot answers.
-Enable message content (in the developer portal and in `connection.intents`) only to
-read server replies whose author switched the ping off; without it such a reply
-arrives empty and the bot asks to be @mentioned.
+Enable message content (in the developer portal and with
+`COMPANION_DISCORD_MESSAGE_CONTENT=true`) only to read server replies whose author
+switched the ping off; without it such a reply arrives empty and the bot asks to be
+@mentioned. If the setting asks for it and the portal does not allow it, Discord closes
+the gateway (4014) and the bot stops with a `ConfigurationError` saying so.
 
 Entry points: `run_discord(core, stop)` runs the bot in the caller's event loop (and
 offers its `DiscordDelivery` to `core.outbound` while connected);

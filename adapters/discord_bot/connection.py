@@ -1,5 +1,6 @@
 """How discord.py connects: the REST and gateway URLs from the settings, the intents,
-and the client class (one connection, or a configured range of shards)."""
+and the client class (one connection; shards as many as Discord recommends; or a
+configured count and range of shards)."""
 
 from __future__ import annotations
 
@@ -62,8 +63,12 @@ def pointed_at(settings: Settings) -> Iterator[None]:
             _saved = None
 
 
-def intents() -> discord.Intents:
-    """Guilds, DMs and guild messages; not the privileged message content intent.
+MESSAGE_CONTENT_SETTING = "COMPANION_DISCORD_MESSAGE_CONTENT"
+
+
+def intents(settings: Settings) -> discord.Intents:
+    """Guilds, DMs and guild messages; the privileged message content intent only when
+    `COMPANION_DISCORD_MESSAGE_CONTENT` asks for it.
 
     Without message content, Discord still sends the text of DMs and of server messages
     that mention the bot (a reply that pings the bot is a mention).
@@ -72,6 +77,7 @@ def intents() -> discord.Intents:
     value.guilds = True
     value.dm_messages = True
     value.guild_messages = True
+    value.message_content = settings.discord_message_content
     return value
 
 
@@ -79,9 +85,10 @@ def shard_ids(settings: Settings) -> list[int] | None:
     """The configured shard ids ("0,1"), checked against the shard count."""
     if settings.discord_shard_ids is None or not settings.discord_shard_ids.strip():
         return None
-    if settings.discord_shard_count is None:
+    if settings.discord_shard_count is None or settings.discord_shard_count == "auto":
         raise ConfigurationError(
-            "COMPANION_DISCORD_SHARD_IDS needs COMPANION_DISCORD_SHARD_COUNT as well"
+            "COMPANION_DISCORD_SHARD_IDS needs COMPANION_DISCORD_SHARD_COUNT as well, as a "
+            "number (the total across all processes), not auto"
         )
     try:
         ids = sorted({int(part) for part in settings.discord_shard_ids.split(",") if part.strip()})
@@ -100,7 +107,7 @@ def client_options(settings: Settings) -> dict[str, Any]:
     """Options every client of ours shares: minimal intents and caches, no pings, and a
     bound on how long a request waits out a rate limit."""
     options: dict[str, Any] = {
-        "intents": intents(),
+        "intents": intents(settings),
         "allowed_mentions": discord.AllowedMentions.none(),
         "max_messages": None,
         "member_cache_flags": discord.MemberCacheFlags.none(),
@@ -113,13 +120,18 @@ def client_options(settings: Settings) -> dict[str, Any]:
 
 
 def build_client(settings: Settings) -> discord.Client:
-    """The gateway client: sharded when a shard count is configured."""
+    """The gateway client: one connection without a shard count; with `auto`, an
+    `AutoShardedClient` that asks Discord how many shards to run (all in this process);
+    with a number, those shards (or this process's `COMPANION_DISCORD_SHARD_IDS`)."""
     # The companion never joins voice: skip discord.py's warnings about voice libraries.
     discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
     options = client_options(settings)
-    if settings.discord_shard_count is None:
+    count = settings.discord_shard_count
+    if count is None:
         return discord.Client(**options)
     ids = shard_ids(settings)
+    if count == "auto":
+        return discord.AutoShardedClient(**options)
     if ids is not None:
         options["shard_ids"] = ids
-    return discord.AutoShardedClient(shard_count=settings.discord_shard_count, **options)
+    return discord.AutoShardedClient(shard_count=count, **options)

@@ -4,6 +4,10 @@ The running bot offers one over its own client (`run_discord` registers it with 
 core's outbound messages); a process that runs no bot opens one on a REST-only client
 with `open_discord_delivery`. discord.py waits out 429s by itself; a wait longer than
 `connection.MAX_RATE_LIMIT_WAIT` becomes `DeliveryFailed('rate_limited')`.
+
+Reasons, as on Telegram: 'blocked' (DMs closed; the identity is marked unreachable),
+'rate_limited', 'error' (anything else: network trouble, Discord's server errors, an
+unexpected answer).
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ class DiscordDelivery:
         except discord.RateLimited as exc:
             raise DeliveryFailed("rate_limited", f"retry after {exc.retry_after:.0f}s") from exc
         except _NETWORK_ERRORS as exc:
-            raise DeliveryFailed("unreachable", type(exc).__name__) from exc
+            raise DeliveryFailed("error", f"{type(exc).__name__}: {str(exc)[:200]}") from exc
         except discord.HTTPException as exc:
             raise DeliveryFailed("error", f"HTTP {exc.status}, code {exc.code}") from exc
         log.info("discord.delivered", user_id=recipient.user_id, messages=len(sent))

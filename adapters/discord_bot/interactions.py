@@ -22,6 +22,9 @@ from bot.domain import ButtonPress, IncomingMessage, Reply
 
 log = structlog.get_logger(__name__)
 
+ALREADY_ACKNOWLEDGED = 40060
+"""Discord's error code for a second response to one interaction."""
+
 
 def in_bot_dm(interaction: Interaction) -> bool:
     """Whether the interaction happened in the person's DM with the bot (else: ephemeral)."""
@@ -41,7 +44,7 @@ class InteractionHandler:
             try:
                 await self._command(interaction, name, args)
             except discord.HTTPException as exc:
-                log.warning("discord.command_undelivered", status=exc.status, code=exc.code)
+                _undelivered("discord.command_undelivered", exc)
 
     async def _command(self, interaction: Interaction, name: str, args: str) -> None:
         ephemeral = not in_bot_dm(interaction)
@@ -68,7 +71,7 @@ class InteractionHandler:
             try:
                 await self._press(interaction, action)
             except discord.HTTPException as exc:
-                log.warning("discord.press_undelivered", status=exc.status, code=exc.code)
+                _undelivered("discord.press_undelivered", exc)
 
     async def _press(self, interaction: Interaction, action: str) -> None:
         private = in_bot_dm(interaction)
@@ -100,6 +103,19 @@ class InteractionHandler:
             return
         log.info("discord.press_unmatched", length=len(custom_id))
         await self.on_companion_press(interaction, custom_id)
+
+
+def _undelivered(event: str, exc: discord.HTTPException) -> None:
+    """Log why an interaction went unanswered.
+
+    Discord may deliver one interaction twice (a RESUME replays events); the first
+    delivery acknowledged and ran it, so the repeat fails its deferral before reaching
+    the core, which is expected rather than a warning.
+    """
+    if exc.code == ALREADY_ACKNOWLEDGED:
+        log.info("discord.interaction_repeated", code=exc.code)
+        return
+    log.warning(event, status=exc.status, code=exc.code)
 
 
 async def _core_reply(call: Awaitable[Reply], **fields: object) -> Reply:

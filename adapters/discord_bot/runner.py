@@ -11,7 +11,12 @@ import aiohttp
 import discord
 import structlog
 
-from adapters.discord_bot.connection import build_client, discord_token, pointed_at
+from adapters.discord_bot.connection import (
+    MESSAGE_CONTENT_SETTING,
+    build_client,
+    discord_token,
+    pointed_at,
+)
 from adapters.discord_bot.delivery import DiscordDelivery
 from adapters.discord_bot.interactions import InteractionHandler
 from adapters.discord_bot.messages import MessageHandler
@@ -20,11 +25,15 @@ from adapters.discord_bot.slash_commands import command_tree
 from adapters.inflight import InFlight
 from adapters.ratelimit import RateLimiter
 from bot.bootstrap import Core
+from bot.config import Settings
 from bot.errors import CompanionError, ConfigurationError
 
 log = structlog.get_logger(__name__)
 
 DRAIN_SECONDS = 30.0
+CLOSE_GRACE_SECONDS = 2.0
+"""How long the closed client may take to stop on its own before its task is cancelled
+(an `AutoShardedClient` still launching shards would otherwise retry for ever)."""
 
 
 class DiscordBot:
@@ -98,7 +107,7 @@ async def run_discord(core: Core, stop: asyncio.Event) -> None:
             try:
                 await asyncio.wait({connection, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 if connection.done():
-                    _raise_for(connection)
+                    _raise_for(connection, core.settings)
                     return
                 log.info("discord.stopping", in_flight=len(bot.inflight))
                 await bot.drain()
@@ -112,26 +121,56 @@ async def run_discord(core: Core, stop: asyncio.Event) -> None:
 
 
 async def _stopped(connection: asyncio.Task[None]) -> None:
-    """Wait for the client we closed; an error while closing is only worth a log line."""
+    """Wait for the client we closed; an error while closing is only worth a log line.
+
+    discord.py's sharded client keeps launching the remaining shards after `close()`
+    (each failing and retrying every five seconds), so a client that does not stop
+    within `CLOSE_GRACE_SECONDS` is cancelled.
+    """
     if connection.done():
         return
+    done, _ = await asyncio.wait({connection}, timeout=CLOSE_GRACE_SECONDS)
+    if not done:
+        log.info("discord.close_cancelled", grace_seconds=CLOSE_GRACE_SECONDS)
+        connection.cancel()
     try:
         await connection
+    except asyncio.CancelledError:
+        if _cancelling():
+            raise
     except Exception as exc:
         log.info("discord.closed_with_error", error=type(exc).__name__)
 
 
-def _raise_for(connection: asyncio.Task[None]) -> None:
+def _cancelling() -> bool:
+    """Whether the task running this is itself being cancelled (then let that through)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _raise_for(connection: asyncio.Task[None], settings: Settings) -> None:
     """Translate why the client stopped on its own into our errors."""
     error = connection.exception()
     if isinstance(error, discord.LoginFailure):
         raise ConfigurationError("DISCORD_BOT_TOKEN was rejected by Discord") from error
     if isinstance(error, discord.PrivilegedIntentsRequired):
-        raise ConfigurationError(
-            "Discord refused an intent this bot asks for; enable it in the developer portal"
-        ) from error
+        raise ConfigurationError(_refused_intent(settings)) from error
     if isinstance(error, aiohttp.ClientError | OSError | discord.HTTPException):
         raise CompanionError(f"could not connect to Discord ({type(error).__name__})") from error
     if error is not None:
         raise error
     log.warning("discord.client_stopped")
+
+
+def _refused_intent(settings: Settings) -> str:
+    """What to do when Discord closed the gateway with 4014 (a disallowed intent)."""
+    if settings.discord_message_content:
+        return (
+            f"Discord refused the privileged message content intent that "
+            f"{MESSAGE_CONTENT_SETTING}=true asks for: turn on 'Message Content Intent' for "
+            f"the bot in the Discord developer portal, or unset {MESSAGE_CONTENT_SETTING}"
+        )
+    return (
+        "Discord refused a privileged intent this bot asks for; enable it for the bot in "
+        "the Discord developer portal"
+    )

@@ -1,7 +1,8 @@
 """The Telegram update handlers: messages, edits, button presses and membership changes go
 through the core; replies go back through `TelegramSender`.
 
-Plain text is stored at once and answered once per burst; commands are answered at once.
+Plain text is stored at once (also over the rate limit) and answered once per burst;
+commands are answered at once.
 In groups the bot answers only when addressed, and anything personal goes to the
 person's private chat, never to the group.
 """
@@ -107,7 +108,7 @@ class TelegramHandlers:
             inbound.private,
             None if inbound.private else inbound.message_id,
         )
-        if not await self._within_rate(target):
+        if not await self._within_rate(inbound, target):
             return
         if inbound.unsupported is not None:
             note = Reply(UNSUPPORTED.format(kind=inbound.unsupported))
@@ -256,12 +257,16 @@ class TelegramHandlers:
                 log.debug("telegram.typing_failed", error=type(exc).__name__)
             await asyncio.sleep(self._typing_interval)
 
-    async def _within_rate(self, target: Target) -> bool:
-        """Take a token for the person; the first refusal in a row gets a polite note."""
+    async def _within_rate(self, inbound: Inbound, target: Target) -> bool:
+        """Take a token for the person; over the limit, their text is still stored (nothing
+        they write is lost) and the first refusal in a row gets a polite note."""
         if self._limiter.allow(target.user_id):
             self._told_limited.discard(target.user_id)
             return True
         log.info("telegram.rate_limited")
+        if inbound.command is None and inbound.unsupported is None:
+            # Kept like a burst's earlier messages: the person's next answered turn sees it.
+            await self._core.router.record(inbound.incoming)
         if target.user_id not in self._told_limited:
             if len(self._told_limited) >= MAX_LIMITED_NOTICES:
                 self._told_limited.clear()

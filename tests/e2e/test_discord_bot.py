@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from adapters.discord_bot import run_discord
 from adapters.discord_bot.connection import build_client
-from adapters.discord_bot.messages import MENTION_ME, NON_TEXT, SENT_PRIVATELY
+from adapters.discord_bot.messages import CANNOT_DM, MENTION_ME, NON_TEXT, SENT_PRIVATELY
 from adapters.ratelimit import RATE_LIMITED
 from bot.bootstrap import Core
 from bot.domain import IncomingMessage, Reply
@@ -67,6 +67,9 @@ async def running(core: Core, fake: FakeDiscord) -> AsyncIterator[None]:
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
+    # Discord refuses an unknown interaction or a second response to one; ours never
+    # provoke that unless a test arranged it (and then it clears `rejected`).
+    assert fake.rejected == [], f"Discord refused interaction callbacks: {fake.rejected}"
 
 
 @pytest.fixture
@@ -167,6 +170,24 @@ async def test_a_personal_reply_to_a_server_mention_goes_to_the_dm(
     [private] = await replies_in(fake, fake.dm_channel(BOB))
     assert public.content == SENT_PRIVATELY
     assert private.content.startswith("Here is what I remember")
+
+
+async def test_a_personal_reply_in_a_server_with_dms_closed_is_only_a_notice(
+    bot: None, fake: FakeDiscord, core: Core
+) -> None:
+    remember = "/remember I am allergic to penicillin"
+    await core.router.handle(IncomingMessage("discord", str(BOB), remember, is_private=True))
+    fake.closed_dms.add(BOB)
+
+    asked = await fake.guild_message(BOB, "/memory", mention=True)
+    [notice] = await replies_in(fake, GUILD_CHANNEL_ID)
+    await fake.quiet()
+
+    assert (notice.content, notice.reference) == (CANNOT_DM, asked)
+    assert fake.sent_to(fake.dm_channel(BOB)) == []
+    refused_dm = ("POST", f"/channels/{fake.dm_channel(BOB)}/messages")
+    assert refused_dm in fake.requests  # the DM was tried first, and refused (403 50007)
+    assert len(fake.messages) == 1 and "penicillin" not in notice.content
 
 
 async def test_while_connected_the_bot_delivers_proactive_messages(

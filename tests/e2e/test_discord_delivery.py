@@ -10,9 +10,11 @@ import aiohttp
 import pytest
 from pydantic import SecretStr
 from sqlalchemy import select
+from telegram.error import NetworkError
 
 from adapters.discord_bot import DiscordDelivery, open_discord_delivery, run_discord, sync_commands
 from adapters.discord_bot.connection import shard_ids
+from adapters.telegram_bot.delivery import failure_for
 from bot.bootstrap import Core
 from bot.commands.catalog import COMMANDS
 from bot.config import Settings
@@ -137,6 +139,21 @@ async def test_other_http_errors_are_delivery_errors(
         await delivery.send(recipient, Reply("Checking in!"))
 
     assert failed.value.reason == "error" and "10003" in failed.value.detail
+    assert await reachable(core) is True
+
+
+async def test_network_and_server_trouble_fail_with_telegrams_reason(
+    delivery: DiscordDelivery, fake: FakeDiscord, core: Core
+) -> None:
+    recipient = await alice(core, fake)
+    fake.fail_sends.append((503, {"message": "503: Service Unavailable", "code": 0}))
+
+    with pytest.raises(DeliveryFailed) as failed:
+        await delivery.send(recipient, Reply("Checking in!"))
+
+    on_telegram = failure_for(NetworkError("httpx.ConnectError: connection refused"))
+    assert failed.value.reason == on_telegram.reason == "error"
+    assert failed.value.detail.startswith("DiscordServerError: 503")
     assert await reachable(core) is True
 
 

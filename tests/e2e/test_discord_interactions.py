@@ -3,7 +3,8 @@ answered ephemerally in servers; persistent buttons routed to the core (also aft
 restart), forged ones refused clearly; files as attachments.
 
 The flows use small handlers registered on the test's own core, so they exercise the
-adapter's plumbing whatever the real commands say.
+adapter's plumbing whatever the real commands say; `test_discord_commands` runs the
+core's real commands and buttons.
 """
 
 from __future__ import annotations

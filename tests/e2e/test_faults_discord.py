@@ -1,6 +1,7 @@
 """Discord faults end to end: the real discord.py client against the loopback fake of
-Discord, whose REST API answers replies with 429 and 5xx and whose gateway drops the
-connection while a turn is being answered; a whole core on the test PostgreSQL.
+Discord, whose REST API answers replies with 429 and 5xx, refuses interaction callbacks
+as Discord does, and whose gateway drops the connection while a turn is being answered
+or replays an interaction; a whole core on the test PostgreSQL.
 
 A dropped connection after a message was answered is covered in `test_discord_bot.py`.
 """
@@ -9,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
+import aiohttp
 import pytest
+import structlog.testing
 
 from adapters.discord_bot.messages import SORRY
 from bot.bootstrap import Core
@@ -23,8 +27,9 @@ from tests.e2e.test_discord_bot import (
     running,
     stored,
 )
+from tests.e2e.test_discord_interactions import answered
 from tests.e2e.test_telegram import GatedLLM
-from tests.fakes.discord_api import FakeDiscord
+from tests.fakes.discord_api import APP_ID, FakeDiscord
 
 CAROL = 310_000_000_000_000_003
 ANSWER = "Tell me more."
@@ -100,3 +105,60 @@ async def test_a_gateway_drop_while_a_turn_is_answered_does_not_answer_twice(
     assert [(m.content, m.status) for m in await stored(core)] == [
         ("tell me something while the line is bad", "answered")
     ]
+
+
+async def post(fake: FakeDiscord, path: str, body: dict[str, Any]) -> tuple[int, str, Any]:
+    """A raw POST to the fake's REST API: status, Content-Type header, JSON body."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{fake.api_base_url}{path}", json=body) as response,
+    ):
+        return response.status, response.headers["Content-Type"], await response.json()
+
+
+async def test_interaction_callbacks_are_refused_as_discord_refuses_them(
+    bot: None, fake: FakeDiscord
+) -> None:
+    interaction = await fake.slash("help", user_id=ALICE, guild=False)
+    await answered(fake, interaction)
+    [token] = [t for t, i in fake.interactions.items() if i == interaction]
+    defer = {"type": 5}
+
+    again = await post(fake, f"/interactions/{interaction}/{token}/callback", defer)
+    forged = await post(fake, f"/interactions/{interaction}/nottherealtoken/callback", defer)
+    elsewhere = await post(fake, f"/interactions/{interaction + 1}/{token}/callback", defer)
+    followup = await post(fake, f"/webhooks/{APP_ID}/nottherealtoken", {"content": "hi"})
+
+    assert again == (
+        400,
+        "application/json",
+        {"message": "Interaction has already been acknowledged.", "code": 40060},
+    )
+    unknown = (404, "application/json", {"message": "Unknown interaction", "code": 10062})
+    assert forged == unknown and elsewhere == unknown
+    assert followup == (404, "application/json", {"message": "Unknown Webhook", "code": 10015})
+    assert [code for _, code in fake.rejected] == [40060, 10062, 10062]
+    assert len(fake.replies_to(interaction)) == 2  # nothing refused was recorded as sent
+    fake.rejected.clear()
+
+
+async def test_an_interaction_replayed_after_a_resume_is_run_once(
+    bot: None, fake: FakeDiscord, core: Core
+) -> None:
+    interaction = await fake.slash("remember", {"text": "I like tea"}, user_id=ALICE, guild=False)
+    await answered(fake, interaction)
+    fake.gateway.replay_overlap = 1  # Discord sends the interaction again after RESUME
+
+    with structlog.testing.capture_logs() as logs:
+        await fake.drop_connection()
+        await fake.wait_for(lambda: fake.rejected)
+        await fake.quiet()
+
+    assert fake.gateway.replayed == 1
+    assert fake.rejected == [(interaction, 40060)]
+    assert [r.kind for r in fake.replies_to(interaction)] == ["callback", "followup"]
+    assert len(await core.memories.live(1)) == 1
+    events = [entry["event"] for entry in logs]
+    assert "discord.interaction_repeated" in events
+    assert "discord.command_undelivered" not in events
+    fake.rejected.clear()

@@ -260,23 +260,30 @@ async def test_a_burst_is_answered_once_with_all_of_it(
     assert [m.status for m in stored] == ["answered"] * 3
 
 
-async def test_a_person_over_the_rate_limit_is_told_once_and_the_core_is_not_called(
-    core: Core, fake: FakeTelegramAPI, scripted_llm: ScriptedLLM
+async def test_a_person_over_the_rate_limit_is_told_once_and_every_message_is_kept(
+    core: Core,
+    fake: FakeTelegramAPI,
+    scripted_llm: ScriptedLLM,
+    db: async_sessionmaker[AsyncSession],
 ) -> None:
     limiter = RateLimiter(per_minute=0.001, burst=1)
+    over_the_limit = ["hello?", "are you there?", "I got the job!"]
     async with running(core, fake, limiter=limiter):
         fake.push_message(ALICE, "/help")
-        for _ in range(3):
-            fake.push_message(ALICE, "hello?")
+        ids = [fake.push_message(ALICE, line) for line in over_the_limit]
         fake.push_message(BOB, "/help")
 
         await fake.wait_for_sent(BOB)
         sent = await fake.wait_for_sent(ALICE, 2)
-        await asyncio.sleep(0.1)
+        await fake.wait_for(lambda: not fake.pending_updates)
 
     assert [m.text for m in fake.sent[ALICE]][1:] == [RATE_LIMITED]
     assert len(sent) == 2
     assert scripted_llm.chat_requests == []
+    kept = await rows(db, Message.role == "user")
+    assert [(m.content, m.status) for m in kept] == [(line, "stored") for line in over_the_limit]
+    assert [m.platform_message_id for m in kept] == [str(i) for i in ids]
+    assert {m.chat_id for m in kept} == {str(ALICE)}
 
 
 async def test_photos_stickers_and_voice_get_a_friendly_note_and_captions_are_text(

@@ -2,7 +2,8 @@
 routed to the core and shown in place of the message, forged data, documents.
 
 The flows use small handlers registered on the test's own core, so they exercise the
-adapter's rendering and callback plumbing, whatever the real commands say.
+adapter's rendering and callback plumbing, whatever the real commands say;
+`test_telegram_commands` runs the core's real commands and buttons.
 """
 
 from __future__ import annotations

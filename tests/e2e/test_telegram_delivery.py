@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+import structlog.testing
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
@@ -17,13 +18,28 @@ from adapters.telegram_bot.delivery import failure_for
 from bot.bootstrap import Core
 from bot.domain import Recipient, Reply
 from bot.errors import ConfigurationError, DeliveryFailed
-from tests.e2e.test_telegram import ALICE, BOB, identity, running, telegram_settings
+from memory.tables import Message
+from tests.e2e.test_telegram import (
+    ALICE,
+    BOB,
+    GatedLLM,
+    identity,
+    rows,
+    running,
+    telegram_settings,
+)
 from tests.fakes.telegram_api import FakeTelegramAPI
 
 
 def recipient(user_id: int, chat_id: int | None = None) -> Recipient:
     """The person's private chat (their user id, on Telegram)."""
     return Recipient(1, "telegram", str(user_id), str(chat_id if chat_id is not None else user_id))
+
+
+@pytest.fixture
+def scripted_llm() -> GatedLLM:
+    """A model that answers only while its gate is open (open by default)."""
+    return GatedLLM()
 
 
 @pytest.fixture
@@ -75,6 +91,36 @@ async def test_a_blocked_person_fails_as_blocked_and_becomes_unreachable(
     assert failed.value.reason == "blocked"
     assert "blocked by the user" in failed.value.detail
     assert (await identity(db, ALICE)).reachable is False
+
+
+async def test_blocking_the_bot_while_it_writes_a_reply_marks_the_person_unreachable(
+    adapter: TelegramAdapter,
+    fake: FakeTelegramAPI,
+    core: Core,
+    scripted_llm: GatedLLM,
+    db: async_sessionmaker[AsyncSession],
+) -> None:
+    fake.push_message(ALICE, "hi")
+    await fake.wait_for_sent(ALICE)
+    person = (await identity(db, ALICE)).user_id
+    assert [r.platform for r in await core.outbound.recipients(person)] == ["telegram"]
+    scripted_llm.gate.clear()
+
+    with structlog.testing.capture_logs() as logs:
+        fake.push_message(ALICE, "let me tell you about my day")
+        await fake.wait_for(lambda: len(fake.chat_actions) >= 2)  # the model is writing
+        fake.block(ALICE)
+        scripted_llm.gate.set()
+        await wait_reachable(db, ALICE, False)
+
+    assert [m.text for m in fake.sent[ALICE]] == ["Tell me more."]  # only the first reply
+    assert fake.calls_of("sendMessage")[-1]["text"] == "Tell me more."  # the refused one
+    assert len(fake.calls_of("sendMessage")) == 2
+    assert await core.outbound.recipients(person) == []
+    events = [entry["event"] for entry in logs]
+    assert "telegram.blocked_by_person" in events and "telegram.turn_failed" not in events
+    stored = await rows(db, Message.role == "user")
+    assert [m.content for m in stored] == ["hi", "let me tell you about my day"]
 
 
 async def test_blocking_and_unblocking_the_bot_updates_reachability(

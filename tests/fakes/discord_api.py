@@ -3,6 +3,9 @@
 REST answers with exactly `Content-Type: application/json` and rate-limit headers,
 validates message length (the real 400 Invalid Form Body), and can be scripted to
 answer 429 (honoured by discord.py, then the send succeeds) or 403 50007 (DMs closed).
+Interaction callbacks are as strict as Discord's: an unknown interaction or token is 404
+10062, a second response to one interaction is 400 40060 (both kept in `rejected`), and
+followups or edits with an unknown token are 404 10015.
 Everything the bot sends is recorded: channel messages, interaction callbacks,
 followups, edits and deletions (with their flags; ephemeral = 64), typing, command
 syncs; `wait_for` waits for any of it. Test helpers dispatch gateway events: DMs and
@@ -125,9 +128,11 @@ class FakeDiscord:
         self.dm_channels: dict[int, int] = {}  # user id -> channel id
         self.closed_dms: set[int] = set()
         self.rate_limit_sends = 0
-        self.message_content_intent = False
+        self.recommended_shards = 1  # what GET /gateway/bot recommends
         self.fail_sends: list[tuple[int, Payload]] = []
         self._pressed: dict[str, SentMessage] = {}  # interaction token -> the pressed message
+        self._acknowledged: set[str] = set()  # tokens whose interaction got its one response
+        self.rejected: list[tuple[int, int]] = []  # (interaction id, error code) refused
         self.rate_limited = 0
         self._runner: web.AppRunner | None = None
         self.base_url = ""
@@ -255,13 +260,13 @@ class FakeDiscord:
     ) -> int:
         """A person writes in the server's #general; returns the message id.
 
-        A reply pings its author unless `ping=False`. Like Discord without the message
-        content intent, the text of a message that does not mention the bot is empty.
+        A reply pings its author unless `ping=False`. Unless the bot was granted the
+        message content intent, the text of a message that does not mention it is empty.
         """
         message_id = self.snowflake()
         mentioned = mention or (reply_to is not None and ping)
         text = f"<@{BOT_ID}> {content}" if mention else content
-        if not mentioned and not self.message_content_intent:
+        if not mentioned and not self.gateway.message_content:
             text = ""
         referenced = None
         if reply_to is not None:
@@ -464,7 +469,13 @@ class FakeDiscord:
 
     async def _get_gateway(self, request: web.Request) -> web.Response:
         limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
-        return json_response({"url": self.gateway.url, "shards": 1, "session_start_limit": limit})
+        return json_response(
+            {
+                "url": self.gateway.url,
+                "shards": self.recommended_shards,
+                "session_start_limit": limit,
+            }
+        )
 
     async def _create_dm(self, request: web.Request) -> web.Response:
         user_id = int((await request.json())["recipient_id"])
@@ -506,10 +517,14 @@ class FakeDiscord:
         self, request: web.Request, interaction: str, token: str
     ) -> web.Response:
         body, files = await _read_body(request)
+        refused = self._refuse_callback(int(interaction), token)
+        if refused is not None:
+            return refused
         data = body.get("data") or {}
         invalid = _invalid_content(data)
         if invalid is not None:
             return invalid
+        self._acknowledged.add(token)
         kind, flags = int(body["type"]), int(data.get("flags") or 0)
         message = None
         if kind in (4, 7):
@@ -532,15 +547,37 @@ class FakeDiscord:
             }
         )
 
+    def _refuse_callback(self, interaction: int, token: str) -> web.Response | None:
+        """Discord's answer to a callback it will not take: unknown, or already answered."""
+        if self.interactions.get(token) != interaction:
+            self.rejected.append((interaction, 10062))
+            return json_response({"message": "Unknown interaction", "code": 10062}, status=404)
+        if token in self._acknowledged:
+            self.rejected.append((interaction, 40060))
+            return json_response(
+                {"message": "Interaction has already been acknowledged.", "code": 40060},
+                status=400,
+            )
+        return None
+
+    def _unknown_webhook(self, token: str) -> web.Response | None:
+        """Followups and edits need the token of a real interaction."""
+        if token in self.interactions:
+            return None
+        return json_response({"message": "Unknown Webhook", "code": 10015}, status=404)
+
     async def _followup(self, request: web.Request, app: str, token: str) -> web.Response:
         body, files = await _read_body(request)
+        unknown = self._unknown_webhook(token)
+        if unknown is not None:
+            return unknown
         invalid = _invalid_content(body)
         if invalid is not None:
             return invalid
         flags = int(body.get("flags") or 0)
         message = self._record_message(0, body, files, track=False)
         self.interaction_replies.append(
-            InteractionReply(self.interactions.get(token, 0), "followup", None, flags, message)
+            InteractionReply(self.interactions[token], "followup", None, flags, message)
         )
         return json_response(self._message_json(message))
 
@@ -548,6 +585,9 @@ class FakeDiscord:
         self, request: web.Request, app: str, token: str, message_id: str
     ) -> web.Response:
         body, files = await _read_body(request)
+        unknown = self._unknown_webhook(token)
+        if unknown is not None:
+            return unknown
         invalid = _invalid_content(body)
         if invalid is not None:
             return invalid
@@ -557,7 +597,7 @@ class FakeDiscord:
         message = self._record_message(
             0, body, files, track=False, message_id=pressed.id if pressed else None
         )
-        interaction = self.interactions.get(token, 0)
+        interaction = self.interactions[token]
         self.interaction_replies.append(
             InteractionReply(interaction, "edit", None, message.flags, message)
         )
@@ -566,7 +606,10 @@ class FakeDiscord:
     async def _delete_webhook_message(
         self, request: web.Request, app: str, token: str, message_id: str
     ) -> web.Response:
-        interaction = self.interactions.get(token, 0)
+        unknown = self._unknown_webhook(token)
+        if unknown is not None:
+            return unknown
+        interaction = self.interactions[token]
         self.interaction_replies.append(InteractionReply(interaction, "delete", None, 0, None))
         return web.Response(status=204, headers={"Via": "1.1 google"})
 

@@ -1,6 +1,10 @@
 """The websocket half of the Discord fake: HELLO, IDENTIFY → READY, heartbeats, RESUME
 with replay of missed events, and a way to drop the connection mid-stream.
 
+IDENTIFY's `intents` are recorded; asking for a privileged intent the application has
+not been allowed (`allowed_privileged`, the developer portal's switches) closes the
+socket with 4014 "Disallowed intent(s).", as Discord does.
+
 Every session keeps its dispatch log, so a client that resumes with `seq` gets exactly
 the events after it (plus `replay_overlap` already-delivered ones, as Discord may do).
 """
@@ -21,6 +25,9 @@ Payload = dict[str, Any]
 
 HELLO, IDENTIFY, HEARTBEAT, HEARTBEAT_ACK, RESUME, INVALID_SESSION = 10, 2, 1, 11, 6, 9
 DISPATCH = 0
+GUILD_MEMBERS, GUILD_PRESENCES, MESSAGE_CONTENT = 1 << 1, 1 << 8, 1 << 15
+PRIVILEGED_INTENTS = GUILD_MEMBERS | GUILD_PRESENCES | MESSAGE_CONTENT
+DISALLOWED_INTENTS = 4014
 
 
 @dataclass
@@ -55,6 +62,8 @@ class FakeGateway:
         self.url = ""
         self.sessions: list[GatewaySession] = []
         self.identifies: list[Payload] = []
+        self.intents: list[int] = []  # the intents of every IDENTIFY, in order
+        self.allowed_privileged = 0  # privileged intents switched on for the application
         self.resumes: list[Payload] = []
         self.heartbeats = 0
         self.replay_overlap = 0
@@ -99,10 +108,20 @@ class FakeGateway:
         elif op == RESUME:
             await self._resume(ws, data)
 
+    @property
+    def message_content(self) -> bool:
+        """Whether the newest session was granted the message content intent."""
+        return bool(self.intents and self.intents[-1] & MESSAGE_CONTENT)
+
     async def _identify(self, ws: web.WebSocketResponse, data: Payload) -> None:
+        intents = int(data.get("intents") or 0)
+        self.identifies.append(data)
+        self.intents.append(intents)
+        if intents & PRIVILEGED_INTENTS & ~self.allowed_privileged:
+            await ws.close(code=DISALLOWED_INTENTS, message=b"Disallowed intent(s).")
+            return
         shard = data.get("shard")
         session = GatewaySession(uuid.uuid4().hex, tuple(shard) if shard else None, ws=None)
-        self.identifies.append(data)
         self.sessions.append(session)
         await self.dispatch("READY", self._ready(session), session=session, ws=ws)
         for guild in self._guilds():

@@ -1,0 +1,92 @@
+"""Telegram flood control paces sends the way Telegram asks: a small burst then about one
+message a second in a private chat, 20 a minute in a group, 30 a second overall; chat
+actions (typing) do not count toward a chat.
+
+`FloodControl.process_request` is what python-telegram-bot calls for every request; it
+runs here on a virtual-time loop, so seconds of pacing take milliseconds and the send
+times are exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+
+from adapters.telegram_bot.flood import FloodControl
+from tests.support.virtual_time import run_virtual
+
+EPSILON = 1e-6
+
+
+async def send_times(flood: FloodControl, requests: list[tuple[str, int]]) -> list[float]:
+    """Start every (method, chat id) request at once; when each reached Telegram."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    reached: dict[int, float] = {}
+
+    def request(index: int) -> asyncio.Task[object]:
+        async def call() -> bool:
+            reached[index] = loop.time() - start
+            return True
+
+        method, chat = requests[index]
+        return asyncio.ensure_future(
+            flood.process_request(call, (), {}, method, {"chat_id": chat}, None)
+        )
+
+    await asyncio.gather(*(request(i) for i in range(len(requests))))
+    return [reached[i] for i in range(len(requests))]
+
+
+def test_the_virtual_clock_jumps_instead_of_waiting() -> None:
+    async def nap() -> float:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(3600)
+        return loop.time()
+
+    assert run_virtual(nap()) == pytest.approx(3600)
+
+
+def test_a_private_chat_gets_a_small_burst_then_one_message_a_second() -> None:
+    times = run_virtual(send_times(FloodControl(), [("sendMessage", 7)] * 8))
+
+    assert times[:3] == pytest.approx([0, 0, 0], abs=EPSILON)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times[2:])]
+    assert gaps == pytest.approx([1.0] * 5, abs=1e-3)
+
+
+def test_other_chats_and_typing_are_not_held_up_by_a_busy_chat() -> None:
+    requests = [("sendMessage", 7)] * 6 + [("sendChatAction", 7)] * 3 + [("sendMessage", 8)]
+    times = run_virtual(send_times(FloodControl(), requests))
+
+    assert max(times[:6]) == pytest.approx(3.0, abs=1e-3)
+    assert times[6:] == pytest.approx([0, 0, 0, 0], abs=EPSILON)
+
+
+def test_edits_count_toward_the_chat_like_sends() -> None:
+    requests = [("editMessageText", 7)] * 3 + [("sendMessage", 7)]
+    times = run_virtual(send_times(FloodControl(), requests))
+
+    assert times == pytest.approx([0, 0, 0, 1.0], abs=1e-3)
+
+
+def test_a_group_gets_twenty_messages_a_minute() -> None:
+    times = run_virtual(send_times(FloodControl(), [("sendMessage", -100123)] * 22))
+
+    assert times[:20] == pytest.approx([0] * 20, abs=EPSILON)
+    assert times[20:] == pytest.approx([3.0, 6.0], abs=1e-3)
+
+
+def test_all_chats_together_get_thirty_messages_a_second() -> None:
+    requests = [("sendMessage", 1000 + i) for i in range(90)]
+    times = run_virtual(send_times(FloodControl(), requests))
+
+    assert sum(t < EPSILON for t in times) == 30
+    assert max(times) == pytest.approx(2.0, abs=1e-3)  # the other 60 at 30 a second
+    ordered = sorted(times)
+    in_any_second_after_the_burst = max(
+        sum(1 for t in ordered if start < t <= start + 1.0) for start in ordered[30:]
+    )
+    assert in_any_second_after_the_burst <= 30
