@@ -300,7 +300,7 @@ class SqlConversationStore:
             statement = statement.add_cte(
                 _answered(user_id, session_id, answers_through).cte("answered")
             )
-        async with self._autocommit() as db:
+        async with self._autocommit.begin() as db:  # no BEGIN or COMMIT when autocommit
             return int(await db.scalar(statement) or 0)
 
     async def backfill_embeddings(self, *, limit: int = 200) -> int:
