@@ -90,11 +90,14 @@ def _command_handler(
 
 def _press_handler(deps: CommandDeps) -> Callable[[ButtonPress, str], Awaitable[Reply]]:
     async def press(button: ButtonPress, token: str) -> Reply:
-        person = await person_of(deps, button)
-        action = await deps.actions.resolve(person.id, token, now=deps.clock.now())
+        # Resolved by account first: a press from someone unknown (or erased) is stale
+        # and must not create a person.
+        action = await deps.actions.resolve_account(
+            button.platform, button.platform_user_id, token, now=deps.clock.now()
+        )
         verb = VERBS.get(action.verb) if action is not None else None
         if action is None or verb is None:
             return Reply(STALE_BUTTON)
-        return await verb(deps, person, action.payload)
+        return await verb(deps, await person_of(deps, button), action.payload)
 
     return press

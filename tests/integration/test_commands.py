@@ -7,13 +7,12 @@ import json
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.domain import ButtonPress, IncomingMessage, Reply
-from memory.erasure import person_tables
 from memory.tables import Memory, MemoryEvent, User
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
@@ -221,31 +220,6 @@ async def test_export_holds_everything_of_the_person_and_nothing_of_others(
     assert data["settings"]["timezone"] == "UTC" and data["memory_events"]
     assert "jazz" not in reply.document.content.decode()
     assert "embedding" not in reply.document.content.decode()
-
-
-async def test_forget_all_needs_confirmation_and_leaves_zero_rows(
-    core: Core, db: async_sessionmaker[AsyncSession], engine: object
-) -> None:
-    await remember(core, "I live on a boat")
-    await run(core, "hi")
-    await run(core, "/forget m1")
-    await remember(core, "bob stays", user="bob")
-    confirm = await run(core, "/forget all")
-    assert "2 memories" not in confirm.text and "1 memories" in confirm.text
-    assert "2 messages" in confirm.text and "cannot be undone" in confirm.text
-    cancelled = await press(core, confirm, "Cancel")
-    assert "nothing was erased" in cancelled.text
-    confirm = await run(core, "/forget all")
-    assert (await press(core, confirm, "Yes", user="bob")).text == STALE_BUTTON
-    erased = await press(core, confirm, "Yes")
-    assert "erased everything" in erased.text
-    assert (await press(core, confirm, "Yes")).text == STALE_BUTTON
-    async with db() as s:
-        for table in person_tables():
-            rows = await s.scalar(text(f"SELECT count(*) FROM {table} WHERE user_id = 1"))
-            assert rows == 0, table
-        assert await s.scalar(text("SELECT count(*) FROM users WHERE id = 1")) == 0
-        assert await s.scalar(text("SELECT count(*) FROM memories")) == 1  # bob's
 
 
 async def test_settings_and_their_direct_forms(
