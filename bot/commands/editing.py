@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from bot.commands.base import ButtonSpec, CommandDeps, make_buttons, parse_label
 from bot.domain import Reply
-from memory.erasure import hide_sources, unhide_sources
 from memory.errors import MemoryNotFound, NothingToUndo, PinLimitReached
 from memory.extraction import remember_explicit
 from memory.items import MemoryItem
@@ -64,7 +63,6 @@ async def _undo_button(deps: CommandDeps, person: Person, item: MemoryItem, *act
 async def forget(deps: CommandDeps, person: Person, item: MemoryItem) -> Reply:
     """Forget one memory: out of every prompt and recall now, in the trash for 30 days."""
     forgotten = await deps.memories.forget(person.id, item.short_id)
-    await hide_sources(deps.sessions, user_id=person.id, message_ids=forgotten.source_message_ids)
     undo = await _undo_button(deps, person, forgotten, "forget")
     text = (
         f"Forgotten: “{forgotten.content}” ({forgotten.label}). It won't come up again; it "
@@ -79,7 +77,6 @@ async def restore(deps: CommandDeps, person: Person, short_id: int) -> Reply:
         item = await deps.memories.restore(person.id, short_id)
     except MemoryNotFound:
         return not_found(f"m{short_id}")
-    await unhide_sources(deps.sessions, user_id=person.id, message_ids=item.source_message_ids)
     return Reply(f"Restored: “{item.content}” ({item.label}).", private=True)
 
 
@@ -114,9 +111,7 @@ async def undo(deps: CommandDeps, person: Person, event_id: int, short_id: int) 
     except (MemoryNotFound, NothingToUndo):
         return Reply("That was already undone, or can't be undone any more.", private=True)
     if item.live:
-        await unhide_sources(deps.sessions, user_id=person.id, message_ids=item.source_message_ids)
         return Reply(f"Undone — “{item.content}” ({item.label}) is back as it was.", private=True)
-    await hide_sources(deps.sessions, user_id=person.id, message_ids=item.source_message_ids)
     return Reply(f"Undone — I've let go of “{item.content}” ({item.label}).", private=True)
 
 
