@@ -243,6 +243,24 @@ class SqlMemoryRepository:
             )
             return [to_event(row) for row in rows]
 
+    async def last_events(
+        self, user_id: int, memory_ids: list[int], actions: tuple[str, ...]
+    ) -> dict[int, int]:
+        """The id of the latest event among `actions` about each of these memories."""
+        if not memory_ids:
+            return {}
+        async with self._sessions() as db:
+            rows = await db.execute(
+                select(MemoryEvent.memory_id, func.max(MemoryEvent.id))
+                .where(
+                    MemoryEvent.user_id == user_id,
+                    MemoryEvent.memory_id.in_(memory_ids),
+                    MemoryEvent.action.in_(actions),
+                )
+                .group_by(MemoryEvent.memory_id)
+            )
+            return {int(memory): int(event) for memory, event in rows.all() if memory}
+
     async def similar(
         self,
         user_id: int,

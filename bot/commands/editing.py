@@ -3,6 +3,8 @@ undo. Every change is a memory event, and every one of them can be undone."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bot.commands.base import ButtonSpec, CommandDeps, make_buttons, parse_label
 from bot.domain import Reply
 from memory.errors import MemoryNotFound, NothingToUndo, PinLimitReached
@@ -49,15 +51,31 @@ async def resolve_target(
     return Reply(f"Several memories match — which one?\n{listing}", buttons, private=True)
 
 
+CREATION = ("create", "supersede")  # the events that put a memory (version) in place
+
+
+async def undo_specs(
+    deps: CommandDeps,
+    person: Person,
+    items: Sequence[MemoryItem],
+    actions: tuple[str, ...],
+    *,
+    labelled: bool = True,
+) -> list[ButtonSpec]:
+    """An Undo button per item (named after it when `labelled`), undoing its latest event
+    among `actions`; undoing the creation of a new version brings the older one back."""
+    events = await deps.memories.last_events(person.id, [i.id for i in items], actions)
+    label = "↩ Undo {}" if labelled else "↩ Undo"
+    return [
+        ButtonSpec(label.format(i.label), "undo", {"event": events[i.id], "m": i.short_id})
+        for i in items
+        if i.id in events
+    ]
+
+
 async def _undo_button(deps: CommandDeps, person: Person, item: MemoryItem, *actions: str) -> Reply:
-    events = await deps.memories.events(person.id, limit=10)
-    event = next((e for e in events if e.memory_id == item.id and e.action in actions), None)
-    if event is None:
-        return Reply("")
-    buttons = await make_buttons(
-        deps, person, [[ButtonSpec("↩ Undo", "undo", {"event": event.id, "m": item.short_id})]]
-    )
-    return Reply("", buttons)
+    specs = await undo_specs(deps, person, [item], actions, labelled=False)
+    return Reply("", await make_buttons(deps, person, [specs]))
 
 
 async def forget(deps: CommandDeps, person: Person, item: MemoryItem) -> Reply:
@@ -134,7 +152,7 @@ async def remember(deps: CommandDeps, person: Person, args: str) -> Reply:
         clock=deps.clock,
         timezone=person.timezone,
     )
-    undo_reply = await _undo_button(deps, person, item, "create", "supersede")
+    undo_reply = await _undo_button(deps, person, item, *CREATION)
     return Reply(
         f"Got it — I'll remember: “{item.content}” ({item.label}).",
         undo_reply.buttons,

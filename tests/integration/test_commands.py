@@ -4,7 +4,6 @@ asked, clear about bad input, recorded in memory_events, and undoable."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
@@ -16,7 +15,6 @@ from bot.domain import ButtonPress, IncomingMessage, Reply
 from memory.tables import Memory, MemoryEvent, User
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
-from tests.fakes.delivery import RecordingDelivery
 
 
 def says(text: str, user: str = "alice") -> IncomingMessage:
@@ -259,35 +257,3 @@ async def test_start_and_help(core: Core) -> None:
     help_text = (await run(core, "/help")).text
     for command in ("/memory", "/forget", "/pin", "/remember", "/export", "/settings"):
         assert command in help_text
-
-
-async def test_a_memory_notice_after_extraction_with_undo_per_item(
-    core: Core, scripted_llm: ScriptedLLM, clock: FakeClock
-) -> None:
-    from tests.fakes.extractor import RuleExtractor
-
-    delivery = RecordingDelivery()
-    core.outbound.register(delivery)
-    extractor = RuleExtractor()
-    extractor.add("sister", content="The person's sister is Maja", category="relationship")
-    extractor.add("Aarhus", content="The person grew up in Aarhus", category="identity")
-    scripted_llm.tools["record_memories"] = extractor
-    await run(core, "my sister Maja and I grew up in Aarhus")
-    clock.advance(hours=1)
-    await core.memory.sweep(idle_gap=timedelta(minutes=30))
-    ((recipient, notice),) = delivery.sent
-    assert recipient.chat_id == "chat-alice"
-    assert "I noted:" in notice.text and "Maja" in notice.text and "Aarhus" in notice.text
-    assert labels(notice) == ["↩ Undo m1", "↩ Undo m2"]
-    undone = await press(core, notice, "↩ Undo m1")
-    assert "Forgotten" in undone.text
-
-    await run(core, "/settings")
-    person = await core.store.ensure_person(
-        platform="console", platform_user_id="alice", chat_id=None, display_name=None
-    )
-    await core.store.update_person(person.id, memory_notices=False)
-    await run(core, "my sister visits in Aarhus again")
-    clock.advance(hours=1)
-    await core.memory.sweep(idle_gap=timedelta(minutes=30))
-    assert len(delivery.sent) == 1
