@@ -65,8 +65,10 @@ VERBS: dict[str, Verb] = {
     "cancel": lambda d, p, x: _static("Cancelled — nothing was erased."),
     "checkin_menu": lambda d, p, x: preferences.choice_menu(d, p, "checkin"),
     "quiet_menu": lambda d, p, x: preferences.choice_menu(d, p, "quiet"),
+    "timezone_menu": lambda d, p, x: preferences.choice_menu(d, p, "timezone"),
     "checkin": lambda d, p, x: preferences.checkin_command(d, p, str(x.get("value", ""))),
     "quiet": lambda d, p, x: preferences.quiet_command(d, p, str(x.get("value", ""))),
+    "timezone": lambda d, p, x: preferences.timezone_command(d, p, str(x.get("value", ""))),
     "set": preferences.set_flags,
 }
 
