@@ -90,3 +90,17 @@ async def user_id_of(sessions: async_sessionmaker[AsyncSession], platform_user_i
         )
     assert found is not None, f"nobody is {platform_user_id}"
     return int(found)
+
+
+async def snapshot(
+    sessions: async_sessionmaker[AsyncSession], user_id: int
+) -> dict[str, list[str]]:
+    """Every row of the person in every table (each row as its text), for before/after
+    comparisons."""
+    rows: dict[str, list[str]] = {}
+    async with sessions() as db:
+        for table in [*await tables_with_user_id(sessions), "users"]:
+            column = "id" if table == "users" else "user_id"
+            query = text(f'SELECT CAST(t AS text) FROM "{table}" AS t WHERE t.{column} = :u')
+            rows[table] = sorted(await db.scalars(query, {"u": user_id}))
+    return rows
