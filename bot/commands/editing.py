@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.commands.base import ButtonSpec, CommandDeps, make_buttons, parse_label
+from bot.commands.base import MAX_SEARCH, ButtonSpec, CommandDeps, make_buttons, parse_label
 from bot.domain import Reply
 from memory.errors import MemoryNotFound, NothingToUndo, PinLimitReached
 from memory.extraction import remember_explicit
@@ -34,7 +34,7 @@ async def resolve_target(
     text = args.strip()
     if not text:
         return Reply(USAGE[verb], private=True)
-    if len(text) > 200:
+    if len(text) > MAX_SEARCH:
         return Reply(f"That's too long to search for. {USAGE[verb]}", private=True)
     short_id = parse_label(text)
     if short_id is not None:

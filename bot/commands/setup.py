@@ -56,6 +56,7 @@ VERBS: dict[str, Verb] = {
     "memory_page": lambda d, p, x: memory_view.memory_page(
         d, p, page=int(x.get("page", 1)), tier=x.get("tier")
     ),
+    "trash_page": lambda d, p, x: memory_view.trash_view(d, p, page=int(x.get("page", 1))),
     "forget": lambda d, p, x: _on_item(d, p, x, "forget"),
     "pin": lambda d, p, x: _on_item(d, p, x, "pin"),
     "unpin": lambda d, p, x: _on_item(d, p, x, "unpin"),

@@ -46,11 +46,15 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
     await remember(core, "my brother is a chef", *(f"fact number {i}" for i in range(1, 11)))
     await run(core, "/pin m3")
     forgotten = await run(core, "/forget m4")
+    await remember(core, *(f"an old thing {i}" for i in range(1, 11)))  # m14 to m23
+    for short_id in range(14, 24):
+        await run(core, f"/forget m{short_id}")
     first = await run(core, "/memory")
     second = await press(core, first, "Next")
     ambiguous = await run(core, "/forget brother")
     ambiguous_pin = await run(core, "/pin brother")
     trash = await run(core, "/memory trash")
+    trash_last = await run(core, "/memory trash 2")
     settings = await run(core, "/settings")
     checkin_menu = await press(core, settings, "Check-in time")
     quiet_menu = await press(core, settings, "Quiet hours")
@@ -67,7 +71,10 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
         (first, "📍 m3"),
         (ambiguous, "Forget m"),
         (ambiguous_pin, "Pin m"),
-        (trash, "♻ Restore m4"),
+        (trash, "♻ Restore m23"),
+        (trash, "Next ▶"),
+        (trash_last, "♻ Restore m4"),
+        (trash_last, "◀ Previous"),
         (settings, "Check-in time"),
         (settings, "Quiet hours"),
         (settings, "Timezone"),
