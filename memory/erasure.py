@@ -36,11 +36,12 @@ replies AS (
     ) AS r
 ),
 followups AS (
-    SELECT f.id FROM outreach AS o
+    SELECT f.id FROM memories AS m
+    JOIN outreach AS o ON o.user_id = m.user_id AND o.memory_id = m.id
     JOIN messages AS f
       ON f.user_id = o.user_id AND f.platform = o.platform
      AND f.platform_message_id = o.platform_message_id AND f.created_at = o.sent_at
-    WHERE o.memory_id = ANY(CAST(:memory_ids AS bigint[]))
+    WHERE m.id = ANY(CAST(:memory_ids AS bigint[]))
       AND o.status = 'sent' AND f.role = 'assistant'
 )
 SELECT id FROM said
@@ -111,31 +112,37 @@ async def unhide_messages(db: AsyncSession, *, user_id: int, message_ids: Sequen
         )
 
 
-async def erase_messages(db: AsyncSession, *, message_ids: Sequence[int]) -> int:
-    """Erase the words of hidden messages for good (content, embedding and so the
-    search vector), and withdraw the diary entries written from them; the rows stay as
-    hidden placeholders so what was written from them stays withdrawn."""
+async def erase_messages(
+    db: AsyncSession, *, user_ids: Sequence[int], message_ids: Sequence[int]
+) -> int:
+    """Erase the words of these people's hidden messages for good (content, embedding
+    and so the search vector), and empty the diary entries written from them; the rows
+    stay as hidden placeholders, so what was written from them stays withdrawn."""
     if not message_ids:
         return 0
-    ids = list(message_ids)
+    ids, people = list(message_ids), list(user_ids)
     result = await db.execute(
         update(Message)
-        .where(Message.id.in_(ids), Message.status == HIDDEN)
+        .where(Message.user_id.in_(people), Message.id.in_(ids), Message.status == HIDDEN)
         .values(content="", embedding=None)
     )
     await db.execute(
         update(DiaryEntry)
-        .where(DiaryEntry.source_message_ids.overlap(ids))
+        .where(DiaryEntry.user_id.in_(people), DiaryEntry.source_message_ids.overlap(ids))
         .values(lines=[], notes_to_self=[])
     )
     return int(getattr(result, "rowcount", 0) or 0)
 
 
-async def erase_followup_texts(db: AsyncSession, *, memory_ids: Sequence[int]) -> None:
-    """Erase the text kept in the outbox of follow-ups about these memories."""
+async def erase_followup_texts(
+    db: AsyncSession, *, user_ids: Sequence[int], memory_ids: Sequence[int]
+) -> None:
+    """Erase the text kept in these people's outbox of follow-ups about these memories."""
     if memory_ids:
         await db.execute(
-            update(Outreach).where(Outreach.memory_id.in_(list(memory_ids))).values(text=None)
+            update(Outreach)
+            .where(Outreach.user_id.in_(list(user_ids)), Outreach.memory_id.in_(list(memory_ids)))
+            .values(text=None)
         )
 
 
