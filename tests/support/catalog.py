@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 NOT_BY_USER_ID = {
     "alembic_version": "the schema revision; nobody's data",
     "users": "the person's own row, checked by its id",
+    "embedder_identity": "which embedder made the stored vectors; one row, nobody's data",
 }
 
 
