@@ -3,7 +3,8 @@ once, erased for good when the trash is purged), and everything about a person
 (`/forget all`).
 
 The words behind a memory are its source messages, the companion's reply right after
-each, and the follow-ups the companion sent about it.
+each, and the follow-ups the companion sent about it; a thread's title may repeat them
+too.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.tables import Base, DiaryEntry, Memory, Message, Outreach, Session, User
+from memory.tables import Base, DiaryEntry, Memory, Message, Outreach, Session, Thread, User
 
 HIDDEN = "forgotten"
 
@@ -143,6 +144,24 @@ async def erase_followup_texts(
             update(Outreach)
             .where(Outreach.user_id.in_(list(user_ids)), Outreach.memory_id.in_(list(memory_ids)))
             .values(text=None)
+        )
+
+
+async def erase_thread_titles(
+    db: AsyncSession, *, user_ids: Sequence[int], memory_ids: Sequence[int]
+) -> None:
+    """Withdraw for good the threads these memories were filed under, and erase their
+    titles (a title may repeat a forgotten memory's words)."""
+    if memory_ids:
+        filed = select(Memory.thread_id).where(
+            Memory.user_id.in_(list(user_ids)),
+            Memory.id.in_(list(memory_ids)),
+            Memory.thread_id.is_not(None),
+        )
+        await db.execute(
+            update(Thread)
+            .where(Thread.user_id.in_(list(user_ids)), Thread.id.in_(filed))
+            .values(status="withdrawn", title="")
         )
 
 

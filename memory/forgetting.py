@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memory.erasure import (
     erase_followup_texts,
     erase_messages,
+    erase_thread_titles,
     hide_messages,
     related_messages,
     still_forgotten_messages,
@@ -119,7 +120,8 @@ async def restore_with_history(db: AsyncSession, row: Memory, status: str) -> No
 async def purge_forgotten(db: AsyncSession, *, user_ids: Sequence[int], before: datetime) -> int:
     """Delete these people's memories forgotten before `before`, with every earlier
     version of them; erase the words they came from (unless a memory still in the trash
-    needs them) and the outbox text of follow-ups about them. Returns memories purged."""
+    needs them), the outbox text of follow-ups about them and the titles of the threads
+    they were filed under. Returns memories purged."""
     doomed_rows = (await db.execute(_DOOMED, {"users": list(user_ids), "before": before})).all()
     if not doomed_rows:
         return 0
@@ -130,5 +132,6 @@ async def purge_forgotten(db: AsyncSession, *, user_ids: Sequence[int], before: 
     words -= await still_forgotten_messages(db, user_ids=owners, except_memory_ids=doomed)
     await erase_messages(db, user_ids=owners, message_ids=sorted(words))
     await erase_followup_texts(db, user_ids=owners, memory_ids=doomed)
+    await erase_thread_titles(db, user_ids=owners, memory_ids=doomed)
     result = await db.execute(delete(Memory).where(Memory.id.in_(doomed)))
     return int(getattr(result, "rowcount", 0) or 0)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 
 from bot.bootstrap import Core
-from memory.tables import Memory, Message, Outreach
+from memory.tables import Memory, Message, Outreach, Thread
 from scheduler.checkins import minute_tick
 from scheduler.patrol import run_nightly
 from tests.conftest import FakeClock
@@ -26,7 +26,7 @@ from tests.integration.test_scheduler_support import (
     say,
     scheduler_deps,
 )
-from tests.support.catalog import rows_mentioning
+from tests.support.catalog import rows_mentioning, user_id_of
 from tests.support.commands import labels, press, run
 
 MONDAY = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
@@ -173,3 +173,31 @@ async def test_the_repository_purge_also_erases_the_words_and_follow_ups(
     async with core.sessions() as db:
         (outreach,) = (await db.scalars(select(Outreach))).all()
     assert outreach.text is None and outreach.status == "sent"  # the record stays, not the words
+
+
+async def test_the_purge_erases_the_title_of_the_thread_a_forgotten_memory_was_filed_under(
+    core: Core, clock: FakeClock, scripted_llm: ScriptedLLM
+) -> None:
+    extractor = RuleExtractor()
+    extractor.add(
+        "interview",
+        content="The person has a job interview at Zanzibar Shipping",
+        category="event",
+        tier="active",
+        thread="Interview at Zanzibar Shipping",
+    )
+    scripted_llm.tools["record_memories"] = extractor
+    clock.current = MONDAY
+    await say(core, "I have a job interview at Zanzibar Shipping on Friday")
+    await extract_now(core, clock)
+    alice = await user_id_of(core.sessions, "alice")
+    async with core.sessions() as db:
+        (title,) = (await db.scalars(select(Thread.title).where(Thread.user_id == alice))).all()
+    assert SECRET in title.lower()
+
+    assert (await run(core, "/forget m1")).text.startswith("Forgotten")
+    assert await core.memories.purge_trash(clock.now() + timedelta(days=31)) == 1
+    assert await rows_mentioning(core.sessions, SECRET, user_id=alice) == {}
+    async with core.sessions() as db:
+        (thread,) = (await db.scalars(select(Thread).where(Thread.user_id == alice))).all()
+    assert (thread.status, thread.title) == ("withdrawn", "")
