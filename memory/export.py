@@ -60,8 +60,9 @@ async def export_person(
 
 def _withhold_hidden(data: dict[str, Any]) -> None:
     """Words the person asked to forget are not handed out again: hidden messages keep
-    their place without their content, and diary entries written from them are shown
-    as withdrawn."""
+    their place without their content, diary entries written from them are shown as
+    withdrawn, and so are threads a forgotten memory was filed under (their titles may
+    repeat it). Memories in the trash stay listed, as /memory trash shows them."""
     hidden = {m["id"] for m in data.get("messages", []) if m.get("status") == HIDDEN}
     for message in data.get("messages", []):
         if message["id"] in hidden:
@@ -69,3 +70,7 @@ def _withhold_hidden(data: dict[str, Any]) -> None:
     for entry in data.get("diary_entries", []):
         if hidden.intersection(entry.get("source_message_ids") or ()):
             entry.update(lines=[], notes_to_self=[], withdrawn=True)
+    tainted = {m["thread_id"] for m in data.get("memories", []) if m.get("status") == "forgotten"}
+    for thread in data.get("threads", []):
+        if thread["id"] in tainted or thread.get("status") == "withdrawn":
+            thread.update(title=None, status="withdrawn")

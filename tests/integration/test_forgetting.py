@@ -196,6 +196,8 @@ async def test_the_purge_erases_the_title_of_the_thread_a_forgotten_memory_was_f
     assert SECRET in title.lower()
 
     assert (await run(core, "/forget m1")).text.startswith("Forgotten")
+    exported = json.loads((await run(core, "/export")).document.content)  # type: ignore[union-attr]
+    assert [(t["title"], t["status"]) for t in exported["threads"]] == [(None, "withdrawn")]
     assert await core.memories.purge_trash(clock.now() + timedelta(days=31)) == 1
     assert await rows_mentioning(core.sessions, SECRET, user_id=alice) == {}
     async with core.sessions() as db:
