@@ -11,8 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import metrics
 from bot.background import BackgroundTasks
-from bot.commands.base import ButtonSpec, CommandDeps, make_buttons
-from bot.domain import Reply
+from bot.commands.base import CommandDeps
+from bot.commands.notices import memory_notice
 from bot.errors import DeliveryFailed
 from bot.llm import LLM, ToolCall, ToolSpec
 from bot.outbound import Outbound
@@ -195,14 +195,8 @@ class MemoryServices:
 
     async def _notify(self, person: Person, outcome: ExtractionOutcome) -> None:
         """One short notice per extraction pass, with an Undo button per item."""
-        items = outcome.items[:8]
-        lines = "\n".join(f"• {item.content} ({item.label})" for item in items)
-        specs = [ButtonSpec(f"↩ Undo {i.label}", "forget", {"m": i.short_id}) for i in items]
-        buttons = await make_buttons(
-            self._commands, person, [specs[i : i + 4] for i in range(0, len(specs), 4)]
-        )
-        text = f"I noted:\n{lines}\n\n/memory shows everything; /settings turns these notes off."
+        notice = await memory_notice(self._commands, person, outcome.items)
         try:
-            await self._outbound.send(person.id, Reply(text, buttons, private=True))
+            await self._outbound.send(person.id, notice)
         except DeliveryFailed as exc:
             log.info("memory.notice_not_delivered", reason=exc.reason)

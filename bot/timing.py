@@ -1,12 +1,11 @@
-"""Pure time arithmetic for people's schedules: parsing times and zones, the next
+"""Pure time arithmetic for people's schedules: parsing times, the next
 check-in in a person's own timezone (DST-correct), quiet hours across midnight."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, time, timedelta
-from functools import lru_cache
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo
 
 _HHMM = re.compile(r"^(\d{1,2})(?::(\d{2}))?\s*(am|pm)?$")
 
@@ -37,26 +36,6 @@ def parse_range(text: str) -> tuple[time, time] | None:
     if first is None or second is None or first == second:
         return None
     return first, second
-
-
-@lru_cache(maxsize=1)
-def _zones() -> dict[str, str]:
-    by_name: dict[str, str] = {}
-    for zone in sorted(available_timezones()):
-        if zone.startswith(("Etc/", "SystemV/")) or ("/" not in zone and zone != "UTC"):
-            continue
-        by_name.setdefault(zone.lower(), zone)
-        city = zone.rsplit("/", 1)[-1].replace("_", " ").lower()
-        by_name.setdefault(city, zone)
-    return by_name
-
-
-def resolve_timezone(text: str) -> str | None:
-    """An IANA name or a city ('Copenhagen', 'new york') → 'Europe/Copenhagen'; or None."""
-    key = " ".join(text.strip().replace("_", " ").split()).lower()
-    if not key or len(key) > 64:
-        return None
-    return _zones().get(key) or _zones().get(key.replace(" ", "_"))
 
 
 def zone(name: str) -> ZoneInfo:

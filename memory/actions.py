@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import ColumnElement, delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.tables import ButtonAction
+from memory.tables import ButtonAction, Identity
 
 DEFAULT_TTL = timedelta(days=7)
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{1,24}")
@@ -61,18 +61,27 @@ class SqlActionStore:
             )
         return tokens
 
-    async def resolve(self, user_id: int, token: str, *, now: datetime) -> Action | None:
-        """The action behind `token` for this person, or None (unknown, expired, used)."""
+    async def resolve_account(
+        self, platform: str, platform_user_id: str, token: str, *, now: datetime
+    ) -> Action | None:
+        """The action behind `token` for the person who owns this platform account, or
+        None; an account nobody owns (never seen, or erased) resolves nothing and creates
+        nobody."""
+        owner = (
+            select(Identity.user_id)
+            .where(Identity.platform == platform, Identity.platform_user_id == platform_user_id)
+            .scalar_subquery()
+        )
+        return await self._take(token, now, ButtonAction.user_id == owner)
+
+    async def _take(self, token: str, now: datetime, owned: ColumnElement[bool]) -> Action | None:
+        """Look the token up for its owner, using it up when it is single-use."""
         if not _TOKEN.fullmatch(token):
             return None  # forged: not even the shape of one of ours
         async with self._sessions.begin() as db:
             row = await db.scalar(
                 select(ButtonAction)
-                .where(
-                    ButtonAction.token == token,
-                    ButtonAction.user_id == user_id,
-                    ButtonAction.expires_at > now,
-                )
+                .where(ButtonAction.token == token, owned, ButtonAction.expires_at > now)
                 .with_for_update()
             )
             if row is None:

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.erasure import person_tables
+from memory.erasure import HIDDEN, person_tables
 from memory.tables import Base, Identity, User
 
 INTERNAL_TABLES = frozenset({"button_actions"})
@@ -54,4 +54,23 @@ async def export_person(
                 select(*columns).where(table.c.user_id == user_id).order_by(order)
             )
             data[name] = [{k: _plain(v) for k, v in row._mapping.items()} for row in rows]
+    _withhold_hidden(data)
     return data
+
+
+def _withhold_hidden(data: dict[str, Any]) -> None:
+    """Words the person asked to forget are not handed out again: hidden messages keep
+    their place without their content, diary entries written from them are shown as
+    withdrawn, and so are threads a forgotten memory was filed under (their titles may
+    repeat it). Memories in the trash stay listed, as /memory trash shows them."""
+    hidden = {m["id"] for m in data.get("messages", []) if m.get("status") == HIDDEN}
+    for message in data.get("messages", []):
+        if message["id"] in hidden:
+            message["content"] = None
+    for entry in data.get("diary_entries", []):
+        if hidden.intersection(entry.get("source_message_ids") or ()):
+            entry.update(lines=[], notes_to_self=[], withdrawn=True)
+    tainted = {m["thread_id"] for m in data.get("memories", []) if m.get("status") == "forgotten"}
+    for thread in data.get("threads", []):
+        if thread["id"] in tainted or thread.get("status") == "withdrawn":
+            thread.update(title=None, status="withdrawn")

@@ -11,28 +11,25 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 import structlog
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.errors import MemoryNotFound, PinLimitReached
+from memory.forgetting import (
+    TRASH_DAYS,
+    forget_with_history,
+    purge_forgotten,
+    restore_with_history,
+)
 from memory.items import Candidate, MemoryEventRecord, MemoryHistory, MemoryItem
 from memory.memory_batch import Embedding, MemoryBatch, current, to_item
-from memory.memory_events import (
-    events_of,
-    forget_row,
-    mark_restored,
-    record_event,
-    to_event,
-    undo_event,
-    version_rows,
-)
+from memory.memory_events import events_of, record_event, to_event, version_rows
 from memory.ports import Clock, Embedder, Vector
 from memory.tables import Memory, MemoryEvent
 from memory.threads import withdraw_tainted
+from memory.undo import undo_event
 
 log = structlog.get_logger(__name__)
-
-TRASH_DAYS = timedelta(days=30)
 
 
 class SqlMemoryRepository:
@@ -132,24 +129,32 @@ class SqlMemoryRepository:
             return [to_item(row) for row in await db.scalars(query)]
 
     async def forget(self, user_id: int, short_id: int, *, actor: str = "user") -> MemoryItem:
-        """Move a memory to the trash; it leaves every later prompt and recall at once."""
-        now = self._clock.now()
-        async with self._sessions.begin() as db:
-            row = await MemoryBatch(db, user_id=user_id, now=now).row(short_id)
+        """Move a memory to the trash with its earlier versions, and hide the words it came
+        from: it leaves every later prompt, summary and recall at once."""
+        async with self.batch(user_id) as batch:
+            row = await batch.row(short_id)
             if row.status != "forgotten":
-                await forget_row(db, row, actor=actor, now=now)
+                previous = await forget_with_history(batch.db, row, actor=actor, now=batch.now)
+                await record_event(
+                    batch.db,
+                    row=row,
+                    action="forget",
+                    actor=actor,
+                    now=batch.now,
+                    previous_status=previous,
+                )
             item = to_item(row)
         log.info("memory.forgotten", user_id=user_id, memory_id=item.id, actor=actor)
         return item
 
     async def restore(self, user_id: int, short_id: int, *, actor: str = "user") -> MemoryItem:
-        """Take a memory out of the trash, back to the state it was forgotten in."""
-        now = self._clock.now()
-        async with self._sessions.begin() as db:
-            row = await MemoryBatch(db, user_id=user_id, now=now).row(short_id)
+        """Take a memory (and what was forgotten along with it) out of the trash, back to
+        the state it was forgotten in."""
+        async with self.batch(user_id) as batch:
+            row = await batch.row(short_id)
             if row.status != "forgotten":
                 raise MemoryNotFound(f"m{short_id} is not in the trash")
-            last_forget = await db.scalar(
+            last_forget = await batch.db.scalar(
                 select(MemoryEvent.details)
                 .where(
                     MemoryEvent.user_id == user_id,
@@ -159,12 +164,14 @@ class SqlMemoryRepository:
                 .order_by(MemoryEvent.id.desc())
                 .limit(1)
             )
-            mark_restored(row, str((last_forget or {}).get("previous_status", "active")))
-            await record_event(db, row=row, action="restore", actor=actor, now=now)
+            status = str((last_forget or {}).get("previous_status", "active"))
+            await restore_with_history(batch.db, row, status)
+            await record_event(batch.db, row=row, action="restore", actor=actor, now=batch.now)
             return to_item(row)
 
     async def trash(self, user_id: int) -> list[MemoryItem]:
-        """Memories forgotten within the last 30 days, newest first."""
+        """Memories forgotten within the last 30 days, newest first (as they were current
+        when forgotten: earlier versions forgotten with them are not listed apart)."""
         since = self._clock.now() - TRASH_DAYS
         async with self._sessions() as db:
             rows = await db.scalars(
@@ -173,6 +180,7 @@ class SqlMemoryRepository:
                     Memory.user_id == user_id,
                     Memory.status == "forgotten",
                     Memory.forgotten_at > since,
+                    Memory.valid_until.is_(None),
                 )
                 .order_by(Memory.forgotten_at.desc(), Memory.id.desc())
             )
@@ -235,6 +243,24 @@ class SqlMemoryRepository:
             )
             return [to_event(row) for row in rows]
 
+    async def last_events(
+        self, user_id: int, memory_ids: list[int], actions: tuple[str, ...]
+    ) -> dict[int, int]:
+        """The id of the latest event among `actions` about each of these memories."""
+        if not memory_ids:
+            return {}
+        async with self._sessions() as db:
+            rows = await db.execute(
+                select(MemoryEvent.memory_id, func.max(MemoryEvent.id))
+                .where(
+                    MemoryEvent.user_id == user_id,
+                    MemoryEvent.memory_id.in_(memory_ids),
+                    MemoryEvent.action.in_(actions),
+                )
+                .group_by(MemoryEvent.memory_id)
+            )
+            return {int(memory): int(event) for memory, event in rows.all() if memory}
+
     async def similar(
         self,
         user_id: int,
@@ -254,14 +280,15 @@ class SqlMemoryRepository:
             return await MemoryBatch(db, user_id=user_id, now=self._clock.now()).by_hash(digest)
 
     async def purge_trash(self, now: datetime, older_than: timedelta = TRASH_DAYS) -> int:
-        """Delete every person's memories forgotten more than `older_than` ago."""
+        """Purge every person's memories forgotten more than `older_than` ago, with their
+        earlier versions and the words they came from."""
         async with self._sessions.begin() as db:
             await db.execute(withdraw_tainted())
-            result = await db.execute(
-                delete(Memory).where(
-                    Memory.status == "forgotten", Memory.forgotten_at < now - older_than
-                )
+            owners = await db.scalars(
+                select(Memory.user_id)
+                .where(Memory.status == "forgotten", Memory.forgotten_at < now - older_than)
+                .distinct()
             )
-        purged = int(getattr(result, "rowcount", 0) or 0)
+            purged = await purge_forgotten(db, user_ids=list(owners), before=now - older_than)
         log.info("memory.trash_purged", count=purged)
         return purged

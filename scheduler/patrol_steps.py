@@ -9,6 +9,9 @@ person's sessions since it was last recalled. It fades ('dying', still searchabl
 below 2 and, for the active tier, retires ('dead') below 1; core memories are permanent
 until superseded or forgotten, so they only fade. Pinned and explicit (source 'user')
 memories never decay.
+
+The 30-day trash purge deletes forgotten memories with their earlier versions and
+erases the words they came from (`memory.forgetting.purge_forgotten`).
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from datetime import datetime, timedelta
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memory.forgetting import TRASH_DAYS, purge_forgotten
+
 DECAY_SESSIONS = 30.0
 DYING_BELOW = 2.0
 DEAD_BELOW = 1.0
 ARCHIVE_AFTER = timedelta(days=30)  # expired and not recalled for this long: archived
-TRASH_DAYS = timedelta(days=30)
 
 _PEOPLE = """p AS (
     SELECT * FROM unnest(CAST(:ids AS bigint[]), CAST(:since AS timestamptz[]))
@@ -122,12 +126,6 @@ WHERE t.user_id = p.user_id AND t.status IN ('open', 'promoted')
               WHERE m.user_id = t.user_id AND m.thread_id = t.id AND m.status = 'forgotten')
 """)
 
-PURGE_TRASH = text(f"""
-WITH {_PEOPLE}
-DELETE FROM memories AS m USING p
-WHERE m.user_id = p.user_id AND m.status = 'forgotten' AND m.forgotten_at < :purge_before
-""")
-
 CLOSE_STALE = text(f"""
 WITH {_PEOPLE}
 UPDATE sessions AS s SET closed_at = s.last_message_at, extraction_due = true
@@ -141,7 +139,6 @@ STEPS: tuple[tuple[str, TextClause], ...] = (
     ("archive", ARCHIVE),
     ("decay", DECAY),
     ("withdraw_threads", WITHDRAW_THREADS),
-    ("purge_trash", PURGE_TRASH),
     ("close_sessions", CLOSE_STALE),
 )
 
@@ -168,7 +165,6 @@ async def run_mechanical(
         "since": list(batch.since),
         "now": now,
         "archive_before": now - ARCHIVE_AFTER,
-        "purge_before": now - TRASH_DAYS,
         "idle_before": now - idle_gap,
         "tau": DECAY_SESSIONS,
         "dead": DEAD_BELOW,
@@ -179,6 +175,9 @@ async def run_mechanical(
         used = {k: v for k, v in params.items() if f":{k}" in statement.text}
         result = await db.execute(statement, used)
         counts[name] = int(getattr(result, "rowcount", 0) or 0)
+    # The trash purge also erases the words behind what it purges: several statements,
+    # each still set-based over the whole batch.
+    counts["purge_trash"] = await purge_forgotten(db, user_ids=batch.ids, before=now - TRASH_DAYS)
     return counts
 
 

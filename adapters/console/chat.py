@@ -1,6 +1,10 @@
 """`companion chat`: talk to the companion in the terminal, through the same core and
 database as every other platform. Buttons are shown as numbered choices (type the
-number to press one); files are saved next to you; notices are printed when they come."""
+number to press one); files are saved next to you; notices are printed when they come.
+
+The numbers always mean the choices shown last: an answer to what you typed replaces
+them (an answer without buttons clears them, so a number is then just text); a message
+the companion sends on its own replaces them only when it brings choices of its own."""
 
 from __future__ import annotations
 
@@ -51,7 +55,7 @@ class ConsoleChat:
 
     async def send(self, recipient: Recipient, reply: Reply) -> str:
         """Print a message the companion sends on its own (notices, check-ins)."""
-        await self._show(reply)
+        await self._show(reply, answer=False)
         return "console"
 
     async def run(self) -> None:
@@ -84,13 +88,15 @@ class ConsoleChat:
                     text=line,
                 )
             )
-        if not reply.silent:
-            await self._show(reply)
+        if reply.silent:
+            self._buttons = []
+        else:
+            await self._show(reply, answer=True)
 
-    async def _show(self, reply: Reply) -> None:
+    async def _show(self, reply: Reply, *, answer: bool) -> None:
         async with self._lock:
             text, buttons = render(reply)
-            if buttons:
+            if answer or buttons:
                 self._buttons = buttons
             if reply.document is not None:
                 path = self._downloads / reply.document.filename

@@ -17,7 +17,7 @@ from memory.ports import Clock, ToolCaller
 from memory.records import Person
 
 ACTION_PREFIX = "a"
-MAX_ARGUMENT = 500
+MAX_SEARCH = 200  # characters of text to look for in what is remembered
 
 
 @dataclass(frozen=True, slots=True)

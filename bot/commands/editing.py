@@ -3,9 +3,10 @@ undo. Every change is a memory event, and every one of them can be undone."""
 
 from __future__ import annotations
 
-from bot.commands.base import ButtonSpec, CommandDeps, make_buttons, parse_label
+from collections.abc import Sequence
+
+from bot.commands.base import MAX_SEARCH, ButtonSpec, CommandDeps, make_buttons, parse_label
 from bot.domain import Reply
-from memory.erasure import hide_sources, unhide_sources
 from memory.errors import MemoryNotFound, NothingToUndo, PinLimitReached
 from memory.extraction import remember_explicit
 from memory.items import MemoryItem
@@ -33,7 +34,7 @@ async def resolve_target(
     text = args.strip()
     if not text:
         return Reply(USAGE[verb], private=True)
-    if len(text) > 200:
+    if len(text) > MAX_SEARCH:
         return Reply(f"That's too long to search for. {USAGE[verb]}", private=True)
     short_id = parse_label(text)
     if short_id is not None:
@@ -50,21 +51,36 @@ async def resolve_target(
     return Reply(f"Several memories match — which one?\n{listing}", buttons, private=True)
 
 
+CREATION = ("create", "supersede")  # the events that put a memory (version) in place
+
+
+async def undo_specs(
+    deps: CommandDeps,
+    person: Person,
+    items: Sequence[MemoryItem],
+    actions: tuple[str, ...],
+    *,
+    labelled: bool = True,
+) -> list[ButtonSpec]:
+    """An Undo button per item (named after it when `labelled`), undoing its latest event
+    among `actions`; undoing the creation of a new version brings the older one back."""
+    events = await deps.memories.last_events(person.id, [i.id for i in items], actions)
+    label = "↩ Undo {}" if labelled else "↩ Undo"
+    return [
+        ButtonSpec(label.format(i.label), "undo", {"event": events[i.id], "m": i.short_id})
+        for i in items
+        if i.id in events
+    ]
+
+
 async def _undo_button(deps: CommandDeps, person: Person, item: MemoryItem, *actions: str) -> Reply:
-    events = await deps.memories.events(person.id, limit=10)
-    event = next((e for e in events if e.memory_id == item.id and e.action in actions), None)
-    if event is None:
-        return Reply("")
-    buttons = await make_buttons(
-        deps, person, [[ButtonSpec("↩ Undo", "undo", {"event": event.id, "m": item.short_id})]]
-    )
-    return Reply("", buttons)
+    specs = await undo_specs(deps, person, [item], actions, labelled=False)
+    return Reply("", await make_buttons(deps, person, [specs]))
 
 
 async def forget(deps: CommandDeps, person: Person, item: MemoryItem) -> Reply:
     """Forget one memory: out of every prompt and recall now, in the trash for 30 days."""
     forgotten = await deps.memories.forget(person.id, item.short_id)
-    await hide_sources(deps.sessions, user_id=person.id, message_ids=forgotten.source_message_ids)
     undo = await _undo_button(deps, person, forgotten, "forget")
     text = (
         f"Forgotten: “{forgotten.content}” ({forgotten.label}). It won't come up again; it "
@@ -79,7 +95,6 @@ async def restore(deps: CommandDeps, person: Person, short_id: int) -> Reply:
         item = await deps.memories.restore(person.id, short_id)
     except MemoryNotFound:
         return not_found(f"m{short_id}")
-    await unhide_sources(deps.sessions, user_id=person.id, message_ids=item.source_message_ids)
     return Reply(f"Restored: “{item.content}” ({item.label}).", private=True)
 
 
@@ -114,9 +129,7 @@ async def undo(deps: CommandDeps, person: Person, event_id: int, short_id: int) 
     except (MemoryNotFound, NothingToUndo):
         return Reply("That was already undone, or can't be undone any more.", private=True)
     if item.live:
-        await unhide_sources(deps.sessions, user_id=person.id, message_ids=item.source_message_ids)
         return Reply(f"Undone — “{item.content}” ({item.label}) is back as it was.", private=True)
-    await hide_sources(deps.sessions, user_id=person.id, message_ids=item.source_message_ids)
     return Reply(f"Undone — I've let go of “{item.content}” ({item.label}).", private=True)
 
 
@@ -139,7 +152,7 @@ async def remember(deps: CommandDeps, person: Person, args: str) -> Reply:
         clock=deps.clock,
         timezone=person.timezone,
     )
-    undo_reply = await _undo_button(deps, person, item, "create", "supersede")
+    undo_reply = await _undo_button(deps, person, item, *CREATION)
     return Reply(
         f"Got it — I'll remember: “{item.content}” ({item.label}).",
         undo_reply.buttons,

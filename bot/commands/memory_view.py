@@ -7,7 +7,14 @@ from collections.abc import Callable
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from bot.commands.base import ButtonSpec, CommandDeps, is_number, make_buttons, parse_label
+from bot.commands.base import (
+    MAX_SEARCH,
+    ButtonSpec,
+    CommandDeps,
+    is_number,
+    make_buttons,
+    parse_label,
+)
 from bot.domain import Reply
 from memory.items import MemoryItem
 from memory.records import Person
@@ -107,44 +114,55 @@ def item_buttons(items: list[MemoryItem]) -> list[list[ButtonSpec]]:
     return [specs[i : i + 5] for i in range(0, len(specs), 5)]
 
 
-def nav_buttons(page: int, pages: int, tier: str | None) -> list[ButtonSpec]:
+def nav_buttons(
+    page: int, pages: int, tier: str | None, verb: str = "memory_page"
+) -> list[ButtonSpec]:
     """Previous/next page."""
     nav = []
     if page > 1:
-        nav.append(ButtonSpec("◀ Previous", "memory_page", {"page": page - 1, "tier": tier}))
+        nav.append(ButtonSpec("◀ Previous", verb, {"page": page - 1, "tier": tier}))
     if page < pages:
-        nav.append(ButtonSpec("Next ▶", "memory_page", {"page": page + 1, "tier": tier}))
+        nav.append(ButtonSpec("Next ▶", verb, {"page": page + 1, "tier": tier}))
     return nav
 
 
-async def trash_view(deps: CommandDeps, person: Person) -> Reply:
-    """Forgotten items from the last 30 days, each with a restore button."""
-    items = (await deps.memories.trash(person.id))[: deps.page_size * 2]
+async def trash_view(deps: CommandDeps, person: Person, *, page: int = 1) -> Reply:
+    """Forgotten items from the last 30 days, a page at a time, each with a restore
+    button."""
+    items = await deps.memories.trash(person.id)
     if not items:
         return Reply("The trash is empty. Forgotten memories stay here for 30 days.", private=True)
-    lines = [f"{m.label} · {m.content} (forgotten)" for m in items]
-    specs = [ButtonSpec(f"♻ Restore {m.label}", "restore", {"m": m.short_id}) for m in items]
+    pages = (len(items) + deps.page_size - 1) // deps.page_size
+    page = min(max(page, 1), pages)
+    shown = items[(page - 1) * deps.page_size : page * deps.page_size]
+    lines = [f"{m.label} · {m.content} (forgotten)" for m in shown]
+    specs = [ButtonSpec(f"♻ Restore {m.label}", "restore", {"m": m.short_id}) for m in shown]
     rows = [specs[i : i + 4] for i in range(0, len(specs), 4)]
-    text = "In the trash (deleted for good 30 days after forgetting):\n" + "\n".join(lines)
+    rows.append(nav_buttons(page, pages, None, "trash_page"))
+    where = f" — {len(items)} items, page {page} of {pages}" if pages > 1 else ""
+    text = f"In the trash (deleted for good 30 days after forgetting){where}:\n" + "\n".join(lines)
     return Reply(text, await make_buttons(deps, person, rows), private=True)
 
 
 async def search_view(deps: CommandDeps, person: Person, text: str) -> Reply:
-    """Memories matching some words."""
+    """Memories matching some words (the first `MAX_SEARCH` characters of them)."""
+    cut = len(text) > MAX_SEARCH
+    text = text[:MAX_SEARCH]
+    note = f"\n(I only searched for the first {MAX_SEARCH} characters.)" if cut else ""
     found = await deps.memories.find_by_text(person.id, text, limit=deps.page_size)
     if not found:
         return Reply(
-            f"Nothing in my memory matches “{text[:60]}”. /memory shows everything.",
+            f"Nothing in my memory matches “{text[:60]}”. /memory shows everything.{note}",
             private=True,
         )
     zone = zone_of(person)
     body = "\n".join(describe(m, zone, deps.clock.now()) for m in found)
     buttons = await make_buttons(deps, person, item_buttons(found))
-    return Reply(f"Matching “{text[:60]}”:\n{body}", buttons, private=True)
+    return Reply(f"Matching “{text[:60]}”:\n{body}{note}", buttons, private=True)
 
 
 async def memory_command(deps: CommandDeps, person: Person, args: str) -> Reply:
-    """`/memory [page | core | active | pinned | trash | words]`."""
+    """`/memory [page | core | active | pinned | trash [page] | words]`."""
     word = args.strip().lower()
     if not word:
         return await memory_page(deps, person)
@@ -152,11 +170,12 @@ async def memory_command(deps: CommandDeps, person: Person, args: str) -> Reply:
         return await memory_page(deps, person, page=int(word))
     if word in TIER_WORDS:
         return await memory_page(deps, person, tier=TIER_WORDS[word])
-    if word == "trash":
-        return await trash_view(deps, person)
+    trash, _, trash_page = word.partition(" ")
+    if trash == "trash" and (not trash_page or (is_number(trash_page) and len(trash_page) < 6)):
+        return await trash_view(deps, person, page=int(trash_page or 1))
     if parse_label(word) is not None and word.startswith("m"):
         item = await deps.memories.get(person.id, parse_label(word) or 0)
         if item is None or not item.live:
             return Reply(f"I have no memory {word}. /memory lists them all.", private=True)
         return Reply(describe(item, zone_of(person), deps.clock.now()), private=True)
-    return await search_view(deps, person, args.strip()[:200])
+    return await search_view(deps, person, args.strip())

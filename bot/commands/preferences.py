@@ -8,11 +8,45 @@ from typing import Any
 
 from bot.commands.base import ButtonSpec, CommandDeps, make_buttons
 from bot.domain import Reply
-from bot.timing import next_checkin, parse_range, parse_time, resolve_timezone
+from bot.timezones import Place, find_timezone, suggestions
+from bot.timing import next_checkin, parse_range, parse_time
 from memory.records import Person
 
 CHECKIN_CHOICES = ("08:00", "09:00", "12:00", "18:00", "20:00")
 QUIET_CHOICES = ("22:00-08:00", "23:00-07:00", "21:00-09:00")
+TIMEZONE_CHOICES = (
+    ("London", "Europe/London"),
+    ("Paris", "Europe/Paris"),
+    ("Berlin", "Europe/Berlin"),
+    ("Moscow", "Europe/Moscow"),
+    ("Dubai", "Asia/Dubai"),
+    ("India", "Asia/Kolkata"),
+    ("Singapore", "Asia/Singapore"),
+    ("China", "Asia/Shanghai"),
+    ("Tokyo", "Asia/Tokyo"),
+    ("Sydney", "Australia/Sydney"),
+    ("Auckland", "Pacific/Auckland"),
+    ("São Paulo", "America/Sao_Paulo"),
+    ("New York", "America/New_York"),
+    ("Chicago", "America/Chicago"),
+    ("Denver", "America/Denver"),
+    ("Los Angeles", "America/Los_Angeles"),
+    ("Honolulu", "Pacific/Honolulu"),
+    ("UTC", "UTC"),
+)
+# kind → (question, (label, value) choices); check-ins and quiet hours can also be off
+MENUS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
+    "checkin": (
+        "When should I check in each day?",
+        tuple((c, c) for c in (*CHECKIN_CHOICES, "off")),
+    ),
+    "quiet": ("Which quiet hours?", tuple((c, c) for c in (*QUIET_CHOICES, "off"))),
+    "timezone": (
+        "Which timezone are you in? If it isn't here, send /timezone and your city, "
+        "e.g. /timezone Lisbon.",
+        TIMEZONE_CHOICES,
+    ),
+}
 
 
 def _hhmm(value: time | None) -> str:
@@ -58,6 +92,7 @@ async def settings_view(deps: CommandDeps, person: Person) -> Reply:
     """The settings with buttons to change them."""
     rows = [
         [
+            ButtonSpec("Timezone…", "timezone_menu", {}),
             ButtonSpec("Check-in time…", "checkin_menu", {}),
             ButtonSpec("Quiet hours…", "quiet_menu", {}),
         ],
@@ -76,11 +111,10 @@ async def settings_view(deps: CommandDeps, person: Person) -> Reply:
 
 
 async def choice_menu(deps: CommandDeps, person: Person, kind: str) -> Reply:
-    """Preset choices for the check-in time or quiet hours."""
-    choices = CHECKIN_CHOICES if kind == "checkin" else QUIET_CHOICES
-    specs = [ButtonSpec(c, kind, {"value": c}) for c in (*choices, "off")]
+    """Preset choices for the timezone, the check-in time or quiet hours."""
+    question, choices = MENUS[kind]
+    specs = [ButtonSpec(label, kind, {"value": value}) for label, value in choices]
     rows = [specs[i : i + 3] for i in range(0, len(specs), 3)]
-    question = "When should I check in each day?" if kind == "checkin" else "Which quiet hours?"
     return Reply(question, await make_buttons(deps, person, rows), private=True)
 
 
@@ -98,15 +132,41 @@ async def timezone_command(deps: CommandDeps, person: Person, args: str) -> Repl
             "or /timezone Copenhagen.",
             private=True,
         )
-    name = resolve_timezone(args)
-    if name is None:
+    answer = find_timezone(args)
+    if answer.timezone is None and answer.candidates:
+        return await _which_zone(deps, person, args.strip(), answer.candidates)
+    if answer.timezone is None:
+        close = suggestions(args)
+        hint = f" Did you mean {' or '.join(close)}?" if close else ""
         return Reply(
-            f"I don't know the timezone “{args.strip()[:40]}”. Try a city or an IANA name, "
-            "e.g. /timezone Copenhagen or /timezone America/New_York.",
+            f"I don't know the timezone “{args.strip()[:40]}”.{hint} Try a city or an IANA "
+            "name, e.g. /timezone Copenhagen, /timezone Portland, Oregon or "
+            "/timezone America/New_York.",
             private=True,
         )
-    await update(deps, person, timezone=name)
-    return Reply(f"Timezone set to {name}.", private=True)
+    await update(deps, person, timezone=answer.timezone)
+    return Reply(f"Timezone set to {answer.timezone}.", private=True)
+
+
+async def _which_zone(
+    deps: CommandDeps, person: Person, asked: str, places: tuple[Place, ...]
+) -> Reply:
+    """Several places by that name keep different times: ask which one."""
+    listing = "\n".join(f"• {place.label} — {place.timezone}" for place in places)
+    specs = [
+        ButtonSpec(
+            ", ".join(p for p in (place.name, place.region or place.country) if p),
+            "timezone",
+            {"value": place.timezone},
+        )
+        for place in places
+    ]
+    rows = [specs[i : i + 2] for i in range(0, len(specs), 2)]
+    return Reply(
+        f"“{asked[:40]}” could be more than one place — which one?\n{listing}",
+        await make_buttons(deps, person, rows),
+        private=True,
+    )
 
 
 async def checkin_command(deps: CommandDeps, person: Person, args: str) -> Reply:

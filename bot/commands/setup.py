@@ -56,6 +56,7 @@ VERBS: dict[str, Verb] = {
     "memory_page": lambda d, p, x: memory_view.memory_page(
         d, p, page=int(x.get("page", 1)), tier=x.get("tier")
     ),
+    "trash_page": lambda d, p, x: memory_view.trash_view(d, p, page=int(x.get("page", 1))),
     "forget": lambda d, p, x: _on_item(d, p, x, "forget"),
     "pin": lambda d, p, x: _on_item(d, p, x, "pin"),
     "unpin": lambda d, p, x: _on_item(d, p, x, "unpin"),
@@ -65,8 +66,10 @@ VERBS: dict[str, Verb] = {
     "cancel": lambda d, p, x: _static("Cancelled — nothing was erased."),
     "checkin_menu": lambda d, p, x: preferences.choice_menu(d, p, "checkin"),
     "quiet_menu": lambda d, p, x: preferences.choice_menu(d, p, "quiet"),
+    "timezone_menu": lambda d, p, x: preferences.choice_menu(d, p, "timezone"),
     "checkin": lambda d, p, x: preferences.checkin_command(d, p, str(x.get("value", ""))),
     "quiet": lambda d, p, x: preferences.quiet_command(d, p, str(x.get("value", ""))),
+    "timezone": lambda d, p, x: preferences.timezone_command(d, p, str(x.get("value", ""))),
     "set": preferences.set_flags,
 }
 
@@ -90,11 +93,14 @@ def _command_handler(
 
 def _press_handler(deps: CommandDeps) -> Callable[[ButtonPress, str], Awaitable[Reply]]:
     async def press(button: ButtonPress, token: str) -> Reply:
-        person = await person_of(deps, button)
-        action = await deps.actions.resolve(person.id, token, now=deps.clock.now())
+        # Resolved by account first: a press from someone unknown (or erased) is stale
+        # and must not create a person.
+        action = await deps.actions.resolve_account(
+            button.platform, button.platform_user_id, token, now=deps.clock.now()
+        )
         verb = VERBS.get(action.verb) if action is not None else None
         if action is None or verb is None:
             return Reply(STALE_BUTTON)
-        return await verb(deps, person, action.payload)
+        return await verb(deps, await person_of(deps, button), action.payload)
 
     return press

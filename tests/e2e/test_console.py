@@ -4,10 +4,12 @@ against a loopback Messages API, and the real test PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -172,3 +174,45 @@ async def test_the_terminal_prints_a_check_in_when_it_falls_due(
         await asyncio.wait_for(process.wait(), timeout=30)
     assert "companion> Morning! How did you sleep?\n" in seen
     assert process.returncode == 0
+
+
+def _the_export(folder: Path) -> tuple[Path, dict[str, Any]]:
+    """The one export file `companion chat` saved in `folder`, and its data."""
+    (export,) = folder.glob("companion-export-*.json")
+    return export, json.loads(export.read_text("utf-8"))
+
+
+async def test_remember_see_forget_by_number_and_export_in_the_terminal(
+    database_url: str, db: async_sessionmaker[AsyncSession], tmp_path: Path
+) -> None:
+    async with FakeAnthropicAPI(api_key=KEY) as fake:
+        fake.queue_tool_use("classify_memory", {"category": "relationship", "importance": 7})
+        fake.queue_text("One what?")
+        lines = [
+            "/remember my cat is called Miso",
+            "/memory",
+            "1",  # 🗑 m1, the first button under /memory
+            "/help",  # no buttons: the Undo shown before is no longer a choice
+            "1",  # so this is just a message
+            "/export",
+        ]
+        code, out, err = await _companion(
+            "chat",
+            stdin="\n".join(lines) + "\n",
+            env=_env(fake, database_url, tmp_path),
+            cwd=tmp_path,
+        )
+    assert code == 0, err
+    assert "Got it — I'll remember: “my cat is called Miso” (m1)." in out
+    assert "m1 · my cat is called Miso" in out and "  [1] 🗑 m1\n  [2] 📌 m1" in out
+    assert "companion> Forgotten: “my cat is called Miso” (m1)." in out
+    assert "companion> One what?" in out and "Undone" not in out
+    assert [m["content"] for m in fake.requests[-1]["messages"]][-1] == "1"
+    export, data = _the_export(tmp_path)
+    assert f"(saved {export})" in out
+    assert [(m["content"], m["status"]) for m in data["memories"]] == [
+        ("my cat is called Miso", "forgotten")
+    ]
+    async with db() as s:
+        said = (await s.scalars(select(Message.content).where(Message.role == "user"))).all()
+    assert list(said) == ["1"]  # commands and button presses are not conversation

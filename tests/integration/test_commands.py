@@ -4,20 +4,17 @@ asked, clear about bad input, recorded in memory_events, and undoable."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.domain import ButtonPress, IncomingMessage, Reply
-from memory.erasure import person_tables
 from memory.tables import Memory, MemoryEvent, User
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
-from tests.fakes.delivery import RecordingDelivery
 
 
 def says(text: str, user: str = "alice") -> IncomingMessage:
@@ -223,31 +220,6 @@ async def test_export_holds_everything_of_the_person_and_nothing_of_others(
     assert "embedding" not in reply.document.content.decode()
 
 
-async def test_forget_all_needs_confirmation_and_leaves_zero_rows(
-    core: Core, db: async_sessionmaker[AsyncSession], engine: object
-) -> None:
-    await remember(core, "I live on a boat")
-    await run(core, "hi")
-    await run(core, "/forget m1")
-    await remember(core, "bob stays", user="bob")
-    confirm = await run(core, "/forget all")
-    assert "2 memories" not in confirm.text and "1 memories" in confirm.text
-    assert "2 messages" in confirm.text and "cannot be undone" in confirm.text
-    cancelled = await press(core, confirm, "Cancel")
-    assert "nothing was erased" in cancelled.text
-    confirm = await run(core, "/forget all")
-    assert (await press(core, confirm, "Yes", user="bob")).text == STALE_BUTTON
-    erased = await press(core, confirm, "Yes")
-    assert "erased everything" in erased.text
-    assert (await press(core, confirm, "Yes")).text == STALE_BUTTON
-    async with db() as s:
-        for table in person_tables():
-            rows = await s.scalar(text(f"SELECT count(*) FROM {table} WHERE user_id = 1"))
-            assert rows == 0, table
-        assert await s.scalar(text("SELECT count(*) FROM users WHERE id = 1")) == 0
-        assert await s.scalar(text("SELECT count(*) FROM memories")) == 1  # bob's
-
-
 async def test_settings_and_their_direct_forms(
     core: Core, clock: FakeClock, db: async_sessionmaker[AsyncSession]
 ) -> None:
@@ -285,35 +257,3 @@ async def test_start_and_help(core: Core) -> None:
     help_text = (await run(core, "/help")).text
     for command in ("/memory", "/forget", "/pin", "/remember", "/export", "/settings"):
         assert command in help_text
-
-
-async def test_a_memory_notice_after_extraction_with_undo_per_item(
-    core: Core, scripted_llm: ScriptedLLM, clock: FakeClock
-) -> None:
-    from tests.fakes.extractor import RuleExtractor
-
-    delivery = RecordingDelivery()
-    core.outbound.register(delivery)
-    extractor = RuleExtractor()
-    extractor.add("sister", content="The person's sister is Maja", category="relationship")
-    extractor.add("Aarhus", content="The person grew up in Aarhus", category="identity")
-    scripted_llm.tools["record_memories"] = extractor
-    await run(core, "my sister Maja and I grew up in Aarhus")
-    clock.advance(hours=1)
-    await core.memory.sweep(idle_gap=timedelta(minutes=30))
-    ((recipient, notice),) = delivery.sent
-    assert recipient.chat_id == "chat-alice"
-    assert "I noted:" in notice.text and "Maja" in notice.text and "Aarhus" in notice.text
-    assert labels(notice) == ["↩ Undo m1", "↩ Undo m2"]
-    undone = await press(core, notice, "↩ Undo m1")
-    assert "Forgotten" in undone.text
-
-    await run(core, "/settings")
-    person = await core.store.ensure_person(
-        platform="console", platform_user_id="alice", chat_id=None, display_name=None
-    )
-    await core.store.update_person(person.id, memory_notices=False)
-    await run(core, "my sister visits in Aarhus again")
-    clock.advance(hours=1)
-    await core.memory.sweep(idle_gap=timedelta(minutes=30))
-    assert len(delivery.sent) == 1

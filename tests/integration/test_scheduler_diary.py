@@ -7,7 +7,7 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select, text
+from sqlalchemy import select
 
 from bot.bootstrap import Core
 from bot.domain import ButtonPress
@@ -19,6 +19,7 @@ from scheduler.patrol import run_nightly
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.integration.test_scheduler_support import add_person, recording, say, scheduler_deps
+from tests.support.catalog import rows_per_table
 
 MONDAY = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 NIGHT = datetime(2026, 3, 3, 2, 5, tzinfo=UTC)  # 03:05 in Copenhagen
@@ -175,11 +176,4 @@ async def test_export_and_erase_cover_the_diary_and_the_outbox(
     assert "1 diary entries" in confirm.text and "1 check-ins I sent" in confirm.text
     button = next(b for row in confirm.buttons for b in row if b.label.startswith("Yes"))
     await core.router.press(ButtonPress("console", "alice", button.action, chat_id="chat-alice"))
-    async with core.sessions() as db:
-        for table, column in (
-            ("diary_entries", "user_id"),
-            ("outreach", "user_id"),
-            ("users", "id"),
-        ):
-            query = text(f"SELECT count(*) FROM {table} WHERE {column} = :u")
-            assert await db.scalar(query, {"u": alice}) == 0, table
+    assert {t: n for t, n in (await rows_per_table(core.sessions, alice)).items() if n} == {}

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, time
 
 import pytest
 
-from bot.timing import in_quiet_hours, next_checkin, parse_range, parse_time, resolve_timezone
+from bot.timing import in_quiet_hours, next_checkin, parse_range, parse_time
 
 
 @pytest.mark.parametrize(
@@ -32,14 +32,6 @@ def test_parse_time(text: str, expected: time | None) -> None:
 def test_parse_range() -> None:
     assert parse_range("22:00-08:00") == (time(22), time(8))
     assert parse_range("22:00") is None and parse_range("8:00-8:00") is None
-
-
-def test_resolve_timezone_by_name_and_city() -> None:
-    assert resolve_timezone("Europe/Copenhagen") == "Europe/Copenhagen"
-    assert resolve_timezone("copenhagen") == "Europe/Copenhagen"
-    assert resolve_timezone("New York") == "America/New_York"
-    assert resolve_timezone("UTC") == "UTC"
-    assert resolve_timezone("Atlantis") is None and resolve_timezone("") is None
 
 
 def test_checkin_stays_at_nine_local_across_spring_forward() -> None:

@@ -1,0 +1,29 @@
+"""Memory notices: after an extraction pass that saved something, one short message
+listing what was noted, with an Undo per item that undoes exactly what extraction did
+(a new memory is let go; a new version gives way to the one it replaced)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.commands.base import CommandDeps, make_buttons
+from bot.commands.editing import CREATION, undo_specs
+from bot.domain import Reply
+from memory.items import MemoryItem
+from memory.records import Person
+
+MAX_LISTED = 8
+FOOTER = "/memory shows everything; /settings turns these notes off."
+
+
+async def memory_notice(deps: CommandDeps, person: Person, items: Sequence[MemoryItem]) -> Reply:
+    """The notice for what one extraction pass stored: at most eight items listed, each
+    with its Undo, and how many more there are."""
+    listed = list(items[:MAX_LISTED])
+    lines = "\n".join(f"• {item.content} ({item.label})" for item in listed)
+    more = len(items) - len(listed)
+    if more > 0:
+        lines += f"\n…and {more} more — /memory lists them."
+    specs = await undo_specs(deps, person, listed, CREATION)
+    buttons = await make_buttons(deps, person, [specs[i : i + 4] for i in range(0, len(specs), 4)])
+    return Reply(f"I noted:\n{lines}\n\n{FOOTER}", buttons, private=True)
