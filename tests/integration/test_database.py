@@ -1,11 +1,17 @@
-"""The schema migrates on real PostgreSQL with pgvector, idempotently."""
+"""The schema migrates on real PostgreSQL with pgvector, idempotently; pooled
+connections cut by a database restart are replaced before use."""
 
 from __future__ import annotations
 
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+import asyncio
+from pathlib import Path
 
-from memory.database import async_url, migrate
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from memory.database import async_url, check_idle_connections, migrate, start_embedded
 
 
 async def test_migrations_create_every_table_and_the_vector_extension(engine: AsyncEngine) -> None:
@@ -27,3 +33,63 @@ async def test_migrations_create_every_table_and_the_vector_extension(engine: As
 def test_async_url_accepts_the_usual_spellings() -> None:
     assert async_url("postgres://u:p@h:5432/d") == "postgresql+asyncpg://u:p@h:5432/d"
     assert async_url("postgresql://u@/d?host=/tmp/s").startswith("postgresql+asyncpg://")
+
+
+async def test_a_pooled_connection_cut_by_a_restart_is_replaced_before_use(
+    tmp_path: Path,
+) -> None:
+    server = await asyncio.to_thread(start_embedded, tmp_path / "pg")
+    checked = create_async_engine(async_url(server.url), pool_size=1, max_overflow=0)
+    check_idle_connections(checked, after_seconds=0.05)
+    unchecked = create_async_engine(async_url(server.url), pool_size=1, max_overflow=0)
+    try:
+        for engine in (checked, unchecked):  # each pools one connection
+            async with engine.connect() as conn:
+                assert await conn.scalar(text("SELECT 1")) == 1
+        await asyncio.to_thread(server.stop)
+        server = await asyncio.to_thread(start_embedded, tmp_path / "pg")
+        await asyncio.sleep(0.1)
+        async with checked.connect() as conn:  # checked, found dead, replaced: no error
+            assert await conn.scalar(text("SELECT 1")) == 1
+        with pytest.raises(DBAPIError) as cut:  # without the check the first use fails
+            async with unchecked.connect() as conn:
+                await conn.scalar(text("SELECT 1"))
+        assert cut.value.connection_invalidated
+    finally:
+        await checked.dispose()
+        await unchecked.dispose()
+        await asyncio.to_thread(server.stop)
+
+
+async def test_only_a_connection_idle_for_a_while_is_checked(tmp_path: Path) -> None:
+    server = await asyncio.to_thread(start_embedded, tmp_path / "pg")
+    engines = []
+    try:
+        for after in (60.0, 0.0):
+            engine = create_async_engine(async_url(server.url), pool_size=1, max_overflow=0)
+            engines.append(engine)
+            check_idle_connections(engine, after_seconds=after)
+            pings = count_pings(engine)
+            for _ in range(3):
+                async with engine.connect() as conn:
+                    await conn.scalar(text("SELECT 1"))
+            # busy: never checked; idle past the limit: checked at every later checkout
+            assert len(pings) == (0 if after else 2)
+    finally:
+        for engine in engines:
+            await engine.dispose()
+        await asyncio.to_thread(server.stop)
+
+
+def count_pings(engine: AsyncEngine) -> list[object]:
+    """Record every connection check the engine's dialect makes."""
+    dialect = engine.sync_engine.dialect
+    pings: list[object] = []
+    real_ping = dialect.do_ping
+
+    def ping(dbapi_connection: object) -> bool:
+        pings.append(dbapi_connection)
+        return real_ping(dbapi_connection)
+
+    dialect.do_ping = ping  # type: ignore[method-assign]
+    return pings
