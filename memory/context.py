@@ -8,16 +8,17 @@ section is left out when empty; the whole is rendered as delimited data.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Select, String, and_, literal, or_, select
+from sqlalchemy import DateTime, Select, String, and_, bindparam, literal, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.diary import notes_query
+from memory.diary import notes_params, notes_statement
 from memory.extraction import MEMORY_BLOCK_END, MEMORY_BLOCK_START
 from memory.ports import Embedder
 from memory.retrieval import Recalled, recall
@@ -139,18 +140,20 @@ class Standing:
     event_at: datetime | None
 
 
-def _standing_query(
-    user_id: int, now: datetime
-) -> Select[int, str, str, bool, float, datetime | None]:
+@functools.cache
+def standing_statement() -> Select[int, str, str, bool, float, datetime | None]:
+    """The person's pinned, core, and current active memories (bound: `uid`, `now`,
+    `recent_from`, `upcoming_to`). Built once: building it is dearer than running it."""
+    now = bindparam("now", type_=DateTime(timezone=True))
     live = and_(
-        Memory.user_id == user_id,
+        Memory.user_id == bindparam("uid"),
         Memory.valid_until.is_(None),
         Memory.status.in_(("active", "dying")),
     )
     near = and_(
         Memory.tier == "active",
         or_(
-            Memory.event_at.between(now - RECENT, now + UPCOMING),
+            Memory.event_at.between(bindparam("recent_from"), bindparam("upcoming_to")),
             and_(
                 Memory.event_at.is_(None),
                 or_(Memory.expires_at.is_(None), Memory.expires_at > now),
@@ -170,6 +173,11 @@ def _standing_query(
         .order_by(Memory.pinned.desc(), Memory.importance.desc(), Memory.id.desc())
         .limit(300)
     )
+
+
+def standing_params(user_id: int, now: datetime) -> dict[str, object]:
+    """The parameters of `standing_statement`."""
+    return {"uid": user_id, "now": now, "recent_from": now - RECENT, "upcoming_to": now + UPCOMING}
 
 
 def standing_sections(rows: Sequence[Standing], now: datetime, zone: ZoneInfo) -> list[Section]:
@@ -217,18 +225,19 @@ class Remembered:
     last_summary: str
 
 
-def _extras_query(
-    user_id: int, today: date, session_id: int | None, with_last_summary: bool
-) -> Select[list[str] | None, str | None]:
-    notes = notes_query(user_id, today).limit(1).scalar_subquery()
+@functools.cache
+def extras_statement(with_last_summary: bool) -> Select[list[str] | None, str | None]:
+    """Last night's notes to self and, if asked, the summary of the person's last closed
+    session other than `sid` (bound: those of `notes_statement`, and `sid`)."""
+    notes = notes_statement().limit(1).scalar_subquery()
     last: Any = literal(None, String)
     if with_last_summary:
         last = (
             select(Session.summary)
             .where(
-                Session.user_id == user_id,
+                Session.user_id == bindparam("uid"),
                 Session.closed_at.is_not(None),
-                Session.id != (session_id or 0),
+                Session.id != bindparam("sid"),
             )
             .order_by(Session.id.desc())
             .limit(1)
@@ -250,13 +259,13 @@ async def remembered(
 
     async def standing() -> list[Standing]:
         async with sessions() as db:
-            return [Standing(*row) for row in await db.execute(_standing_query(user_id, now))]
+            rows = await db.execute(standing_statement(), standing_params(user_id, now))
+            return [Standing(*row) for row in rows]
 
     async def extras() -> tuple[list[str] | None, str | None]:
+        params = notes_params(user_id, today) | {"sid": session_id or 0}
         async with sessions() as db:
-            row = (
-                await db.execute(_extras_query(user_id, today, session_id, with_last_summary))
-            ).one()
+            row = (await db.execute(extras_statement(with_last_summary), params)).one()
         return row[0], row[1]
 
     rows, (notes, last) = await asyncio.gather(standing(), extras())

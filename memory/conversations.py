@@ -6,17 +6,20 @@ stores the message in one transaction, before anything else happens.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from sqlalchemy import BigInteger, Select, exists, func, literal, select, update
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import BigInteger, Select, bindparam, exists, func, literal, select, update
 from sqlalchemy.dialects.postgresql import distinct_on, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
 
 from memory.embeddings import EmbeddingError
+from memory.inbound import NewMessage, store_known
 from memory.ports import Embedder
 from memory.records import (
     ConversationSession,
@@ -129,12 +132,26 @@ class SqlConversationStore:
         idle_gap: timedelta,
         private_chat: bool = True,
     ) -> Inbound:
-        """Resolve the person, roll the session if idle, store the message; one transaction.
+        """Resolve the person, roll the session if idle, store the message; one statement
+        for a known person in an open session, else one transaction.
 
         A message the platform delivers twice (same platform message id) is stored once;
         the second delivery returns the first with `duplicate` set.
         """
         embedding = await self._embedding(text)
+        new = NewMessage(
+            platform=platform,
+            platform_user_id=platform_user_id,
+            chat_id=chat_id,
+            private_chat=private_chat,
+            text=text,
+            platform_message_id=platform_message_id,
+            now=now,
+            embedding=embedding,
+        )
+        known = await store_known(self._autocommit, new, idle_gap=idle_gap)
+        if known is not None:
+            return known
         async with self._sessions.begin() as db:
             user, existing_id = await self._resolve(
                 db,
@@ -274,34 +291,22 @@ class SqlConversationStore:
         mark the person's waiting messages up to that id answered. One statement, so the
         reply and the answered marks are stored together or not at all."""
         embedding = await self._embedding(text) if status == "stored" else None
-        statement = (
-            insert(Message)
-            .values(
-                user_id=user_id,
-                session_id=session_id,
-                role="assistant",
-                content=text,
-                platform=platform,
-                chat_id=chat_id,
-                created_at=now,
-                status=status,
-                embedding=embedding,
-                **_usage_columns(usage),
-            )
-            .returning(Message.id)
-            .add_cte(
-                update(SessionRow)
-                .where(SessionRow.id == session_id, SessionRow.user_id == user_id)
-                .values(last_message_at=func.greatest(SessionRow.last_message_at, now))
-                .cte("touched")
-            )
-        )
-        if answers_through is not None:
-            statement = statement.add_cte(
-                _answered(user_id, session_id, answers_through).cte("answered")
-            )
+        params = {
+            "r_uid": user_id,
+            "r_sid": session_id,
+            "r_content": text,
+            "r_platform": platform,
+            "r_chat": chat_id,
+            "r_now": now,
+            "r_status": status,
+            "r_embedding": embedding,
+            "r_through": answers_through,
+            **_usage_params(usage),
+        }
+        statement = _reply_statement(answers=answers_through is not None)
         async with self._autocommit.begin() as db:  # no BEGIN or COMMIT when autocommit
-            return int(await db.scalar(statement) or 0)
+            connection = await db.connection()  # a Core statement, not an ORM bulk insert
+            return int(await connection.scalar(statement, params) or 0)
 
     async def backfill_embeddings(self, *, limit: int = 200) -> int:
         """Embed stored messages that arrived while the embedder was failing; returns how
@@ -435,18 +440,10 @@ class SqlConversationStore:
     ) -> list[StoredMessage]:
         """The newest `limit` messages of a session after `after_id` (in one chat, when
         given), oldest first."""
-        query = (
-            stored_messages()
-            .where(Message.user_id == user_id, Message.session_id == session_id)
-            .order_by(Message.id.desc())
-            .limit(limit)
-        )
-        if after_id is not None:
-            query = query.where(Message.id > after_id)
-        if chat_id is not None:
-            query = query.where(Message.chat_id == chat_id)
+        query = _session_messages(after=after_id is not None, in_chat=chat_id is not None)
+        params = {"uid": user_id, "sid": session_id, "after": after_id, "chat": chat_id}
         async with self._autocommit() as db:
-            rows = (await db.execute(query)).all()
+            rows = (await db.execute(query, params | {"limit": limit})).all()
         return [StoredMessage(*row) for row in reversed(rows)]
 
     async def get_session(self, *, user_id: int, session_id: int) -> ConversationSession | None:
@@ -619,27 +616,77 @@ def _stored_as(chat_id: str | None, platform_message_id: str | None) -> Any:
     )
 
 
-def _answered(user_id: int, session_id: int, through: int) -> Any:
-    return (
-        update(Message)
-        .where(
-            Message.user_id == user_id,
-            Message.session_id == session_id,
-            Message.role == "user",
-            Message.id <= through,
-            Message.status.in_(("stored", "unanswered")),
-        )
-        .values(status="answered")
+@functools.cache
+def _session_messages(*, after: bool, in_chat: bool) -> Any:
+    """The newest messages of a session (bound: `uid`, `sid`, `limit`, and `after` and
+    `chat` when asked); built once per shape."""
+    query = (
+        stored_messages()
+        .where(Message.user_id == bindparam("uid"), Message.session_id == bindparam("sid"))
+        .order_by(Message.id.desc())
+        .limit(bindparam("limit"))
     )
+    if after:
+        query = query.where(Message.id > bindparam("after"))
+    if in_chat:
+        query = query.where(Message.chat_id == bindparam("chat"))
+    return query
 
 
-def _usage_columns(usage: TokenUsage | None) -> dict[str, Any]:
-    if usage is None:
-        return {}
+@functools.cache
+def _reply_statement(*, answers: bool) -> Any:
+    """Insert a reply, touch its session and (with `answers`) mark the person's waiting
+    messages up to `r_through` answered; built once, bound with `r_*` parameters."""
+    uid: Any = bindparam("r_uid")
+    sid: Any = bindparam("r_sid")
+    now: Any = bindparam("r_now")
+    statement = (
+        insert(Message)
+        .values(
+            user_id=uid,
+            session_id=sid,
+            role="assistant",
+            content=bindparam("r_content"),
+            platform=bindparam("r_platform"),
+            chat_id=bindparam("r_chat"),
+            created_at=now,
+            status=bindparam("r_status"),
+            embedding=bindparam("r_embedding", type_=Vector()),
+            model=bindparam("r_model"),
+            input_tokens=bindparam("r_input_tokens"),
+            output_tokens=bindparam("r_output_tokens"),
+            cache_read_tokens=bindparam("r_cache_read_tokens"),
+            cache_write_tokens=bindparam("r_cache_write_tokens"),
+        )
+        .returning(Message.id)
+        .add_cte(
+            update(SessionRow)
+            .where(SessionRow.id == sid, SessionRow.user_id == uid)
+            .values(last_message_at=func.greatest(SessionRow.last_message_at, now))
+            .cte("touched")
+        )
+    )
+    if answers:
+        answered = (
+            update(Message)
+            .where(
+                Message.user_id == uid,
+                Message.session_id == sid,
+                Message.role == "user",
+                Message.id <= bindparam("r_through"),
+                Message.status.in_(("stored", "unanswered")),
+            )
+            .values(status="answered")
+        )
+        statement = statement.add_cte(answered.cte("answered"))
+    return statement
+
+
+def _usage_params(usage: TokenUsage | None) -> dict[str, Any]:
     return {
-        "model": usage.model,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_read_tokens": usage.cache_read_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
+        "r_model": usage.model if usage else None,
+        "r_input_tokens": usage.input_tokens if usage else None,
+        "r_output_tokens": usage.output_tokens if usage else None,
+        "r_cache_read_tokens": usage.cache_read_tokens if usage else None,
+        "r_cache_write_tokens": usage.cache_write_tokens if usage else None,
     }

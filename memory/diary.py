@@ -8,11 +8,12 @@ forgotten after they were written, so forgotten content never reaches a later pr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from sqlalchemy import Exists, Select, and_, exists, select
+from sqlalchemy import Exists, Select, and_, bindparam, exists, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -99,28 +100,35 @@ async def recent_entries(
     ]
 
 
-def notes_query(user_id: int, today: date) -> Select[list[str]]:
-    """Last night's notes to self for the person's local `today` (the entry of the day
-    before); no row when anything was forgotten after they were written."""
+@functools.cache
+def notes_statement() -> Select[list[str]]:
+    """Last night's notes to self: the entry of the day before the person's local today
+    (bound as `uid` and `yesterday`, see `notes_params`); no row when anything was
+    forgotten after they were written. Built once: building it is dearer than running it."""
     forgotten_since = exists().where(
         Memory.user_id == DiaryEntry.user_id,
         Memory.status == "forgotten",
         Memory.forgotten_at >= DiaryEntry.created_at,
     )
     return select(DiaryEntry.notes_to_self).where(
-        DiaryEntry.user_id == user_id,
-        DiaryEntry.local_date == today - timedelta(days=1),
+        DiaryEntry.user_id == bindparam("uid"),
+        DiaryEntry.local_date == bindparam("yesterday"),
         ~forgotten_since,
         ~_tainted(),
     )
 
 
+def notes_params(user_id: int, today: date) -> dict[str, object]:
+    """The parameters of `notes_statement` for the person's local `today`."""
+    return {"uid": user_id, "yesterday": today - timedelta(days=1)}
+
+
 async def notes_to_self(
     sessions: async_sessionmaker[AsyncSession], *, user_id: int, today: date
 ) -> tuple[str, ...]:
-    """The notes of `notes_query`, as a tuple (empty when there are none)."""
+    """The notes of `notes_statement`, as a tuple (empty when there are none)."""
     async with sessions() as db:
-        notes = await db.scalar(notes_query(user_id, today))
+        notes = await db.scalar(notes_statement(), notes_params(user_id, today))
     return tuple(notes or ())
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Float, and_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import undefer
 
 from memory.errors import MemoryNotFound
 from memory.items import (
@@ -97,9 +98,14 @@ class MemoryBatch:
         if found is None:
             raise MemoryNotFound(f"no person {self.user_id}")
 
-    async def row(self, short_id: int, *, for_update: bool = True) -> Memory:
-        """The row of `short_id` for this person, or `MemoryNotFound`."""
+    async def row(
+        self, short_id: int, *, for_update: bool = True, with_embedding: bool = False
+    ) -> Memory:
+        """The row of `short_id` for this person (its vector loaded only if asked), or
+        `MemoryNotFound`."""
         query = select(Memory).where(Memory.user_id == self.user_id, Memory.short_id == short_id)
+        if with_embedding:
+            query = query.options(undefer(Memory.embedding))
         found = await self.db.scalar(query.with_for_update() if for_update else query)
         if found is None:
             raise MemoryNotFound(f"no memory m{short_id}")

@@ -16,6 +16,7 @@ distinctive terms to the query at a lower weight and the statement runs once mor
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -355,6 +356,7 @@ FROM k_ranked AS r JOIN memories AS k ON k.id = r.id
 WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n)"""
 
 
+@functools.cache
 def _statement(*, messages: bool, memories: bool, dim: int) -> Any:
     ctes = [_QUERY]
     selects = []

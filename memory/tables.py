@@ -41,6 +41,12 @@ class Base(DeclarativeBase):
     """Declarative base of every table."""
 
 
+UNLOADED: dict[str, Any] = {"deferred": True, "deferred_raiseload": True}
+"""Vectors and tsvectors are for SQL to rank with, not for Python to decode on every load
+of a row: loading a row leaves them out, and touching them then raises (undefer them
+where they are needed)."""
+
+
 def _now() -> Any:
     return func.now()
 
@@ -136,9 +142,9 @@ class Message(Base):
     output_tokens: Mapped[int | None] = mapped_column(Integer)
     cache_read_tokens: Mapped[int | None] = mapped_column(Integer)
     cache_write_tokens: Mapped[int | None] = mapped_column(Integer)
-    embedding: Mapped[list[float] | None] = mapped_column(Vector())
+    embedding: Mapped[list[float] | None] = mapped_column(Vector(), **UNLOADED)
     tsv: Mapped[Any] = mapped_column(
-        TSVECTOR, Computed("to_tsvector('english', content)", persisted=True)
+        TSVECTOR, Computed("to_tsvector('english', content)", persisted=True), **UNLOADED
     )
 
 
@@ -209,9 +215,9 @@ class Memory(Base):
     recall_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     last_recalled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     sessions_since_recall: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    embedding: Mapped[list[float] | None] = mapped_column(Vector())
+    embedding: Mapped[list[float] | None] = mapped_column(Vector(), **UNLOADED)
     tsv: Mapped[Any] = mapped_column(
-        TSVECTOR, Computed("to_tsvector('english', content)", persisted=True)
+        TSVECTOR, Computed("to_tsvector('english', content)", persisted=True), **UNLOADED
     )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
 

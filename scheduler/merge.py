@@ -273,7 +273,7 @@ async def _promote_memory(
 ) -> int:
     """A core version of an active memory; with `thread_id`, that thread is promoted."""
     async with deps.memories.batch(user_id) as batch:
-        row = await batch.row(short_id)
+        row = await batch.row(short_id, with_embedding=True)
         if row.valid_until is not None or row.tier != "active" or row.status not in LIVE_STATUSES:
             return 0
         if thread_id is not None:
