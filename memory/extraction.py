@@ -5,13 +5,15 @@ reply path; explicit `/remember` requests go through `remember_explicit`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import structlog
-from sqlalchemy import and_, exists, func, literal, or_, select, update
+from sqlalchemy import Select, and_, bindparam, exists, func, literal, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.conversations import stored_messages
@@ -119,24 +121,39 @@ async def extract_session(
 async def _read(
     sessions: async_sessionmaker[AsyncSession], *, user_id: int, session_id: int
 ) -> _Read | None:
+    params = {"uid": user_id, "sid": session_id}
     async with sessions() as db:
-        found = (
-            await db.execute(
-                select(SessionRow.extracted_through, SessionRow.closed_at).where(
-                    SessionRow.id == session_id, SessionRow.user_id == user_id
-                )
-            )
-        ).first()
+        found = (await db.execute(_session_state(), params)).first()
         if found is None:
             return None
-        query = stored_messages().where(
-            Message.user_id == user_id, Message.session_id == session_id
-        )
-        if found[0] is not None:
-            query = query.where(Message.id > found[0])
-        rows = (await db.execute(query.order_by(Message.id).limit(MAX_MESSAGES + 1))).all()
+        params |= {"after": found[0] or 0, "limit": MAX_MESSAGES + 1}
+        rows = (await db.execute(_unread(), params)).all()
     messages = [StoredMessage(*row) for row in rows[:MAX_MESSAGES]]
     return _Read(found[0], messages, len(rows) > MAX_MESSAGES, found[1] is not None)
+
+
+@functools.cache
+def _session_state() -> Select[int | None, datetime | None]:
+    """A session's watermark and closing time (bound: `uid`, `sid`)."""
+    return select(SessionRow.extracted_through, SessionRow.closed_at).where(
+        SessionRow.id == bindparam("sid"), SessionRow.user_id == bindparam("uid")
+    )
+
+
+@functools.cache
+def _unread() -> Any:
+    """A session's messages past the watermark, oldest first (bound: `uid`, `sid`,
+    `after`, `limit`)."""
+    return (
+        stored_messages()
+        .where(
+            Message.user_id == bindparam("uid"),
+            Message.session_id == bindparam("sid"),
+            Message.id > bindparam("after"),
+        )
+        .order_by(Message.id)
+        .limit(bindparam("limit"))
+    )
 
 
 def _readable(messages: Sequence[StoredMessage]) -> list[StoredMessage]:

@@ -6,12 +6,13 @@ undo and history). Another person's short id behaves exactly like a missing one.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
 import structlog
-from sqlalchemy import func, or_, select
+from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.errors import MemoryNotFound, PinLimitReached
@@ -91,14 +92,9 @@ class SqlMemoryRepository:
         self, user_id: int, *, tier: str | None = None, limit: int = 50, offset: int = 0
     ) -> list[MemoryItem]:
         """Current memories: pinned first, then by importance, then oldest first."""
-        query = select(Memory).where(current(user_id))
-        if tier is not None:
-            query = query.where(Memory.tier == tier)
-        query = query.order_by(
-            Memory.pinned.desc(), Memory.importance.desc(), Memory.short_id
-        ).limit(limit)
+        params = {"uid": user_id, "tier": tier, "limit": limit, "offset": offset}
         async with self._sessions() as db:
-            rows = await db.scalars(query.offset(offset))
+            rows = await db.scalars(_live_statement(by_tier=tier is not None), params)
             return [to_item(row) for row in rows]
 
     async def count_live(self, user_id: int, *, tier: str | None = None) -> int:
@@ -292,3 +288,17 @@ class SqlMemoryRepository:
             purged = await purge_forgotten(db, user_ids=list(owners), before=now - older_than)
         log.info("memory.trash_purged", count=purged)
         return purged
+
+
+@functools.cache
+def _live_statement(*, by_tier: bool) -> Select[Memory]:
+    """Current memories, pinned first, then by importance, then oldest first (bound:
+    `uid`, `limit`, `offset`, and `tier` when `by_tier`). Built once per shape."""
+    query = select(Memory).where(current(bindparam("uid")))
+    if by_tier:
+        query = query.where(Memory.tier == bindparam("tier"))
+    return (
+        query.order_by(Memory.pinned.desc(), Memory.importance.desc(), Memory.short_id)
+        .limit(bindparam("limit"))
+        .offset(bindparam("offset"))
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import ColumnElement, Float, and_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -55,8 +56,9 @@ def to_item(row: Memory) -> MemoryItem:
     )
 
 
-def current(user_id: int, statuses: Sequence[str] = LIVE_STATUSES) -> ColumnElement[bool]:
-    """This person's current versions (not superseded) with one of `statuses`."""
+def current(user_id: Any, statuses: Sequence[str] = LIVE_STATUSES) -> ColumnElement[bool]:
+    """This person's current versions (not superseded) with one of `statuses`; `user_id`
+    is an id or a bound parameter."""
     return and_(
         Memory.user_id == user_id,
         Memory.valid_until.is_(None),

@@ -13,10 +13,22 @@ withdrawn for good before the trash is purged (when the evidence of the taint go
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, Float, Select, Update, and_, exists, select, text, update
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    Select,
+    Update,
+    and_,
+    bindparam,
+    exists,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -79,12 +91,14 @@ def withdraw_tainted(user_ids: Sequence[int] | None = None) -> Update:
     return update(Thread).where(tainted).values(status="withdrawn")
 
 
-def _live_query(user_id: int, limit: int) -> Select[int, str]:
+@functools.cache
+def _live_query() -> Select[int, str]:
+    """Bound: `uid`, `limit`. Built once: building it is dearer than running it."""
     return (
         select(Thread.id, Thread.title)
-        .where(Thread.user_id == user_id, Thread.status.in_(LIVE_THREADS), untainted())
+        .where(Thread.user_id == bindparam("uid"), Thread.status.in_(LIVE_THREADS), untainted())
         .order_by(Thread.last_seen_at.desc(), Thread.id.desc())
-        .limit(limit)
+        .limit(bindparam("limit"))
     )
 
 
@@ -92,7 +106,7 @@ async def live_threads(
     db: AsyncSession, user_id: int, *, limit: int = TITLES_COMPARED
 ) -> list[ThreadInfo]:
     """The person's live, untainted threads, most recently seen first."""
-    rows = await db.execute(_live_query(user_id, limit))
+    rows = await db.execute(_live_query(), {"uid": user_id, "limit": limit})
     return [ThreadInfo(int(i), str(t)) for i, t in rows.all()]
 
 
