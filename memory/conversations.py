@@ -12,12 +12,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import BigInteger, Select, bindparam, exists, func, literal, select, update
 from sqlalchemy.dialects.postgresql import distinct_on, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import aliased
 
+from memory.binary_vector import BinaryVector
 from memory.embeddings import EmbeddingError
 from memory.inbound import NewMessage, store_known
 from memory.ports import Embedder
@@ -651,7 +651,7 @@ def _reply_statement(*, answers: bool) -> Any:
             chat_id=bindparam("r_chat"),
             created_at=now,
             status=bindparam("r_status"),
-            embedding=bindparam("r_embedding", type_=Vector()),
+            embedding=bindparam("r_embedding", type_=BinaryVector()),
             model=bindparam("r_model"),
             input_tokens=bindparam("r_input_tokens"),
             output_tokens=bindparam("r_output_tokens"),

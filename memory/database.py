@@ -22,6 +22,8 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
+from memory.binary_vector import register_binary_vectors
+
 log = structlog.get_logger(__name__)
 
 PING_AFTER_IDLE_SECONDS = 1.0
@@ -73,7 +75,12 @@ def create_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
         pool_recycle=1800,
     )
     check_idle_connections(engine, after_seconds=PING_AFTER_IDLE_SECONDS)
+    event.listen(engine.sync_engine, "connect", _binary_vectors)
     return engine
+
+
+def _binary_vectors(dbapi_connection: Any, record: Any) -> None:
+    dbapi_connection.run_async(register_binary_vectors)
 
 
 def check_idle_connections(engine: AsyncEngine, *, after_seconds: float) -> None:
@@ -136,6 +143,9 @@ async def migrate(engine: AsyncEngine, *, embedding_dim: int = 256) -> None:
         # One process migrates at a time; the others wait and then find nothing to do.
         await conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7243501)")
         await conn.run_sync(_upgrade, config)
+    # Connections opened before the first migration created the `vector` type could not
+    # learn its binary form: open new ones.
+    await engine.dispose()
     log.info("db.migrated")
 
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import DateTime, Text, TextClause, bindparam, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.binary_vector import BinaryVector
 from memory.records import ConversationSession, Inbound, Person, StoredMessage
 
 # The identity row is locked for the statement, so one person's messages are stored one
@@ -86,7 +86,7 @@ def _statement() -> TextClause:
         bindparam("content", type_=Text),
         bindparam("now", type_=DateTime(timezone=True)),
         bindparam("active_since", type_=DateTime(timezone=True)),
-        bindparam("embedding", type_=Vector()),
+        bindparam("embedding", type_=BinaryVector()),
     )
 
 

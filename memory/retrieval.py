@@ -24,11 +24,11 @@ from datetime import datetime
 from typing import Any, Literal
 
 import structlog
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import BigInteger, bindparam, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.binary_vector import BinaryVector
 from memory.embeddings import EmbeddingError
 from memory.ports import Embedder
 from memory.tables import Memory
@@ -367,7 +367,10 @@ def _statement(*, messages: bool, memories: bool, dim: int) -> Any:
         ctes.append(_MEMORIES)
         selects.append(_SELECT_MEMORIES)
     sql = "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(selects)
-    binds = [bindparam("qvec", type_=Vector(dim)), bindparam("feedback", type_=ARRAY(BigInteger))]
+    binds = [
+        bindparam("qvec", type_=BinaryVector(dim)),
+        bindparam("feedback", type_=ARRAY(BigInteger)),
+    ]
     return text(sql).bindparams(*binds)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from datetime import date, datetime, time
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -35,6 +34,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from memory.binary_vector import BinaryVector
 
 
 class Base(DeclarativeBase):
@@ -142,7 +143,7 @@ class Message(Base):
     output_tokens: Mapped[int | None] = mapped_column(Integer)
     cache_read_tokens: Mapped[int | None] = mapped_column(Integer)
     cache_write_tokens: Mapped[int | None] = mapped_column(Integer)
-    embedding: Mapped[list[float] | None] = mapped_column(Vector(), **UNLOADED)
+    embedding: Mapped[list[float] | None] = mapped_column(BinaryVector(), **UNLOADED)
     tsv: Mapped[Any] = mapped_column(
         TSVECTOR, Computed("to_tsvector('english', content)", persisted=True), **UNLOADED
     )
@@ -215,7 +216,7 @@ class Memory(Base):
     recall_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     last_recalled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     sessions_since_recall: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    embedding: Mapped[list[float] | None] = mapped_column(Vector(), **UNLOADED)
+    embedding: Mapped[list[float] | None] = mapped_column(BinaryVector(), **UNLOADED)
     tsv: Mapped[Any] = mapped_column(
         TSVECTOR, Computed("to_tsvector('english', content)", persisted=True), **UNLOADED
     )

@@ -4,14 +4,21 @@ connections cut by a database restart are replaced before use."""
 from __future__ import annotations
 
 import asyncio
+import secrets
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from bot.bootstrap import build_core
+from bot.config import Settings
+from bot.domain import IncomingMessage
 from memory.database import async_url, check_idle_connections, migrate, start_embedded
+from memory.tables import Message
+from tests.fakes.chat_llm import ScriptedLLM
 
 
 async def test_migrations_create_every_table_and_the_vector_extension(engine: AsyncEngine) -> None:
@@ -93,3 +100,27 @@ def count_pings(engine: AsyncEngine) -> list[object]:
 
     dialect.do_ping = ping  # type: ignore[method-assign]
     return pings
+
+
+async def test_a_fresh_database_without_pgvector_is_migrated_and_takes_vectors_at_once(
+    engine: AsyncEngine, database_url: str, tmp_path: Path
+) -> None:
+    name = f"fresh_{secrets.token_hex(4)}"
+    async with engine.connect() as conn:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text(f"CREATE DATABASE {name}"))
+    url = make_url(database_url).set(database=name).render_as_string(hide_password=False)
+    core = await build_core(Settings(database_url=url, data_dir=tmp_path), llm=ScriptedLLM())
+    try:
+        reply = await core.router.handle(
+            IncomingMessage("console", "ada", "My cat Pepper loves sardines", chat_id="c")
+        )
+        assert reply.text == "Tell me more."
+        async with core.sessions() as db:
+            vectors = list(await db.scalars(select(Message.embedding)))
+        assert len(vectors) == 2 and all(v is not None and len(v) == 256 for v in vectors)
+    finally:
+        await core.aclose()
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
