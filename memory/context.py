@@ -255,21 +255,13 @@ async def remembered(
     session_id: int | None,
     with_last_summary: bool,
 ) -> Remembered:
-    """The standing memories, notes and last summary; two statements run side by side."""
-
-    async def standing() -> list[Standing]:
-        async with sessions() as db:
-            rows = await db.execute(standing_statement(), standing_params(user_id, now))
-            return [Standing(*row) for row in rows]
-
-    async def extras() -> tuple[list[str] | None, str | None]:
-        params = notes_params(user_id, today) | {"sid": session_id or 0}
-        async with sessions() as db:
-            row = (await db.execute(extras_statement(with_last_summary), params)).one()
-        return row[0], row[1]
-
-    rows, (notes, last) = await asyncio.gather(standing(), extras())
-    return Remembered(rows, tuple(notes or ()), last or "")
+    """The standing memories, notes and last summary: two statements on one connection."""
+    extras = notes_params(user_id, today) | {"sid": session_id or 0}
+    async with sessions() as db:
+        rows = await db.execute(standing_statement(), standing_params(user_id, now))
+        standing = [Standing(*row) for row in rows]
+        notes, last = (await db.execute(extras_statement(with_last_summary), extras)).one()
+    return Remembered(standing, tuple(notes or ()), last or "")
 
 
 def compose(

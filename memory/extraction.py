@@ -13,7 +13,18 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import structlog
-from sqlalchemy import Select, and_, bindparam, exists, func, literal, or_, select, update
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Select,
+    and_,
+    bindparam,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.conversations import stored_messages
@@ -205,29 +216,49 @@ async def _embed(embedder: Embedder, plans: Sequence[Plan]) -> dict[str, Embeddi
 
 async def _claim(batch: MemoryBatch, session_id: int, watermark: int | None) -> bool:
     """Lock the session and check no other run moved its watermark since we read."""
-    found = (
-        await batch.db.execute(
-            select(SessionRow.extracted_through)
-            .where(SessionRow.id == session_id, SessionRow.user_id == batch.user_id)
-            .with_for_update()
-        )
-    ).first()
+    params = {"uid": batch.user_id, "sid": session_id}
+    found = (await batch.db.execute(_claim_statement(), params)).first()
     return found is not None and found[0] == watermark
+
+
+@functools.cache
+def _claim_statement() -> Select[int | None]:
+    return (
+        select(SessionRow.extracted_through)
+        .where(SessionRow.id == bindparam("sid"), SessionRow.user_id == bindparam("uid"))
+        .with_for_update()
+    )
 
 
 async def _advance(
     batch: MemoryBatch, session_id: int, through: int | None, has_more: bool
 ) -> None:
     """Move the watermark; still due only if a closed session has more to read."""
-    later = exists().where(Message.session_id == session_id)
-    if through is not None:
-        later = later.where(Message.id > through)
-    await batch.db.execute(
+    params = {
+        "uid": batch.user_id,
+        "sid": session_id,
+        "through": through,
+        "after": through or 0,
+        "has_more": has_more,
+    }
+    await batch.db.execute(_advance_statement(), params)
+
+
+@functools.cache
+def _advance_statement() -> Any:
+    """Bound: `uid`, `sid`, `through` (the new watermark), `after` (the same, 0 for
+    none) and `has_more`."""
+    later = exists().where(Message.session_id == bindparam("sid"), Message.id > bindparam("after"))
+    due = or_(
+        bindparam("has_more", type_=Boolean),
+        and_(SessionRow.closed_at.is_not(None), later),
+    )
+    return (
         update(SessionRow)
-        .where(SessionRow.id == session_id, SessionRow.user_id == batch.user_id)
+        .where(SessionRow.id == bindparam("sid"), SessionRow.user_id == bindparam("uid"))
         .values(
-            extracted_through=through,
-            extraction_due=or_(literal(has_more), and_(SessionRow.closed_at.is_not(None), later)),
+            extracted_through=bindparam("through", type_=BigInteger),
+            extraction_due=due,
             extraction_attempts=0,
         )
     )

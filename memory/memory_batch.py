@@ -6,11 +6,12 @@ batch for all of a run's stores and its watermark, so a crash never half-applies
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Float, and_, select, update
+from sqlalchemy import ColumnElement, Float, Select, and_, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import undefer
 
@@ -94,9 +95,7 @@ class MemoryBatch:
         `FOR NO KEY UPDATE`, so inserts elsewhere that merely reference the person
         (their inbound messages) are not held up.
         """
-        found = await self.db.scalar(
-            select(User.id).where(User.id == self.user_id).with_for_update(key_share=True)
-        )
+        found = await self.db.scalar(_lock_person(), {"uid": self.user_id})
         if found is None:
             raise MemoryNotFound(f"no person {self.user_id}")
 
@@ -247,3 +246,8 @@ class MemoryBatch:
             for row, similarity in rows.all()
             if similarity >= min_similarity
         ]
+
+
+@functools.cache
+def _lock_person() -> Select[int]:
+    return select(User.id).where(User.id == bindparam("uid")).with_for_update(key_share=True)
