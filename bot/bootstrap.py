@@ -37,7 +37,7 @@ from memory.database import (
     wait_until_reachable,
 )
 from memory.embedder_identity import check_embedder
-from memory.embeddings import build_embedder
+from memory.embeddings import RecentEmbeddings, build_embedder
 from memory.errors import EmbedderMismatch
 from memory.memories import SqlMemoryRepository
 from memory.ports import Clock, Embedder, SystemClock
@@ -138,11 +138,15 @@ async def verify_embedder(sessions: async_sessionmaker[AsyncSession], embedder: 
 
 
 def build_embedder_from(settings: Settings) -> Embedder:
-    """The configured embedder; `ConfigurationError` naming the setting when it can't be."""
+    """The configured embedder, keeping recent vectors (a turn embeds the person's message
+    twice: to store it and to recall with it); `ConfigurationError` naming the setting
+    when it can't be built."""
     key = settings.voyage_api_key.get_secret_value() if settings.voyage_api_key else None
     try:
-        return build_embedder(
-            settings.embedding_provider, settings.embedding_dim, key, settings.voyage_model
+        return RecentEmbeddings(
+            build_embedder(
+                settings.embedding_provider, settings.embedding_dim, key, settings.voyage_model
+            )
         )
     except ValueError as exc:
         raise ConfigurationError(f"COMPANION_EMBEDDING_PROVIDER / _DIM: {exc}") from exc

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +205,49 @@ def _http_error(status: int, body: str) -> EmbeddingError:
     if status == 429 or status >= 500:
         return EmbeddingUnavailable(f"Voyage is unavailable (HTTP {status}): {detail}")
     return EmbeddingRejected(f"Voyage rejected the request (HTTP {status}): {detail}")
+
+
+class RecentEmbeddings:
+    """An embedder that keeps the vectors of the last `size` texts it embedded: a turn
+    embeds the person's message to store it, then again to recall with it (for a hosted
+    provider, a second request)."""
+
+    def __init__(self, inner: Embedder, size: int = 512) -> None:
+        self._inner = inner
+        self._size = size
+        self._kept: OrderedDict[str, Vector] = OrderedDict()
+
+    @property
+    def dim(self) -> int:
+        """The wrapped embedder's width."""
+        return self._inner.dim
+
+    @property
+    def name(self) -> str:
+        """The wrapped embedder's name (the vectors are its own)."""
+        return self._inner.name
+
+    async def embed(self, texts: list[str]) -> Vector:
+        """One unit row per text, from the kept ones where possible."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._kept]
+        if missing:
+            for text, row in zip(missing, await self._inner.embed(missing), strict=True):
+                self._kept[text] = row
+        rows = [self._kept[t] for t in texts]
+        for text in texts:
+            self._kept.move_to_end(text)
+        while len(self._kept) > self._size:
+            self._kept.popitem(last=False)
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        stacked: Vector = np.stack(rows)
+        return stacked
+
+    async def aclose(self) -> None:
+        """Close the wrapped embedder, if it holds anything open."""
+        closer = getattr(self._inner, "aclose", None)
+        if closer is not None:
+            await closer()
 
 
 def build_embedder(

@@ -12,6 +12,7 @@ from aiohttp import web
 from memory.embeddings import (
     EmbeddingRejected,
     EmbeddingUnavailable,
+    RecentEmbeddings,
     VoyageEmbedder,
     WordLlamaEmbedder,
     build_embedder,
@@ -179,3 +180,39 @@ async def test_voyage_unreachable_is_unavailable() -> None:
             await embedder.embed(["a"])
     finally:
         await embedder.aclose()
+
+
+class CountingEmbedder:
+    """WordLlama, recording which texts it was asked for."""
+
+    def __init__(self, inner: WordLlamaEmbedder) -> None:
+        self.inner = inner
+        self.asked: list[list[str]] = []
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    async def embed(self, texts: list[str]) -> Any:
+        self.asked.append(list(texts))
+        return await self.inner.embed(texts)
+
+
+async def test_recent_vectors_are_kept_and_only_new_texts_are_embedded(
+    wordllama: WordLlamaEmbedder,
+) -> None:
+    counting = CountingEmbedder(wordllama)
+    recent = RecentEmbeddings(counting, size=2)
+    first = await recent.embed(["my cat Pepper", "my dog Rex"])
+    again = await recent.embed(["my dog Rex", "a parrot", "my dog Rex"])
+    assert counting.asked == [["my cat Pepper", "my dog Rex"], ["a parrot"]]
+    assert np.array_equal(again[0], first[1]) and np.array_equal(again[2], first[1])
+    assert np.allclose(again[1], (await wordllama.embed(["a parrot"]))[0])
+    await recent.embed(["my cat Pepper"])  # only two are kept: Pepper was dropped
+    assert counting.asked[-1] == ["my cat Pepper"]
+    assert (await recent.embed([])).shape == (0, 256)
+    assert (recent.dim, recent.name) == (wordllama.dim, wordllama.name)
