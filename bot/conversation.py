@@ -13,6 +13,7 @@ from typing import Protocol
 
 import structlog
 
+from bot import metrics
 from bot.background import BackgroundTasks
 from bot.domain import IncomingMessage, Reply
 from bot.errors import LLMUnavailable
@@ -109,7 +110,8 @@ async def handle_message(incoming: IncomingMessage, *, conversation: Conversatio
 
 
 async def _record(incoming: IncomingMessage, text: str, conversation: Conversation) -> Inbound:
-    return await conversation.store.record_inbound(
+    """Store the message; count it the first time it is stored (not when redelivered)."""
+    inbound = await conversation.store.record_inbound(
         platform=incoming.platform,
         platform_user_id=incoming.platform_user_id,
         chat_id=incoming.chat_id,
@@ -120,6 +122,9 @@ async def _record(incoming: IncomingMessage, text: str, conversation: Conversati
         idle_gap=conversation.config.idle_gap,
         private_chat=incoming.is_private,
     )
+    if not inbound.duplicate:
+        metrics.record_message(incoming.platform, "message")
+    return inbound
 
 
 async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) -> Reply:

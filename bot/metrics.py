@@ -166,9 +166,11 @@ def record_turn(kind: str, seconds: float, model_seconds: float = 0.0) -> None:
 
 
 @contextmanager
-def observe_turn(platform: str, kind: str) -> Iterator[str]:
-    """Count and time one turn and bind a request id to its log lines; yields the id."""
-    record_message(platform, kind)
+def observe_turn(platform: str, kind: str, *, count: bool = True) -> Iterator[str]:
+    """Time one turn (and count it, unless the conversation counts its messages as it
+    stores them) and bind a request id to its log lines; yields the id."""
+    if count:
+        record_message(platform, kind)
     request_id = new_request_id()
     model_time = _ModelTime()
     token = _turn_model_time.set(model_time)

@@ -59,7 +59,10 @@ class Router:
     async def handle(self, incoming: IncomingMessage) -> Reply:
         """The reply to one incoming message or command."""
         command = parse_command(clean_text(incoming.text))
-        with metrics.observe_turn(incoming.platform, "message" if command is None else "command"):
+        kind = "message" if command is None else "command"
+        # A plain message is counted once, when it is first stored (a burst's earlier
+        # messages through `record`, its last one here).
+        with metrics.observe_turn(incoming.platform, kind, count=command is not None):
             if command is None:
                 return await handle_message(incoming, conversation=self._conversation)
             handler = self._handlers.get(command.name)
@@ -72,7 +75,6 @@ class Router:
 
     async def record(self, incoming: IncomingMessage) -> None:
         """Store a plain message now; a later `handle` of the burst's last one answers all."""
-        metrics.record_message(incoming.platform, "message")
         await record_message(incoming, conversation=self._conversation)
 
     async def press(self, press: ButtonPress) -> Reply:

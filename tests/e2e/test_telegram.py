@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from adapters.ratelimit import RATE_LIMITED, RateLimiter
 from adapters.telegram_bot import TelegramAdapter
+from bot import metrics
 from bot.bootstrap import Core
 from bot.commands.catalog import COMMANDS
 from bot.config import Settings
@@ -246,6 +247,8 @@ async def test_a_burst_is_answered_once_with_all_of_it(
     scripted_llm: ScriptedLLM,
     db: async_sessionmaker[AsyncSession],
 ) -> None:
+    labels = {"platform": "telegram", "kind": "message"}
+    handled = metrics.REGISTRY.get_sample_value("companion_messages_handled_total", labels) or 0
     for line in ("I have news", "big news", "I got the job!"):
         fake.push_message(ALICE, line)
 
@@ -258,6 +261,8 @@ async def test_a_burst_is_answered_once_with_all_of_it(
     assert all(line in prompt for line in ("I have news", "big news", "I got the job!"))
     stored = await rows(db, Message.role == "user")
     assert [m.status for m in stored] == ["answered"] * 3
+    after = metrics.REGISTRY.get_sample_value("companion_messages_handled_total", labels)
+    assert after == handled + 3  # each message counted once, the answered one too
 
 
 async def test_a_person_over_the_rate_limit_is_told_once_and_every_message_is_kept(
