@@ -20,6 +20,7 @@ from bot.prompting import TurnWindow
 from bot.working_memory import summarise_session
 from memory.context import assemble_context
 from memory.conversations import SqlConversationStore
+from memory.errors import NotAboutThePerson
 from memory.extraction import due_sessions, extract_session, remember_explicit
 from memory.items import ExtractionOutcome
 from memory.memories import SqlMemoryRepository
@@ -125,14 +126,20 @@ class MemoryServices:
         text = str(call.input.get("text", "")).strip()[:500]
         if call.name != REMEMBER_TOOL.name or not text:
             return "Nothing was saved: unknown tool or empty text."
-        item = await remember_explicit(
-            user_id=person.id,
-            text=text,
-            memories=self._memories,
-            llm=self._tool_caller,
-            clock=self._clock,
-            timezone=person.timezone,
-        )
+        try:
+            item = await remember_explicit(
+                user_id=person.id,
+                text=text,
+                memories=self._memories,
+                llm=self._tool_caller,
+                clock=self._clock,
+                timezone=person.timezone,
+            )
+        except NotAboutThePerson:
+            return (
+                "Nothing was saved: that is a claim about your own role or rules (or other "
+                "people's data), not a fact of the person's life. Tell them so, kindly."
+            )
         log.info("memory.saved_by_tool", memory_id=item.id)
         return f"Saved as {item.label}. The person can see it with /memory."
 

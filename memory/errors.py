@@ -7,6 +7,7 @@ MemoryStoreError
 ├── MemoryNotFound      no such memory (or event) for this person: say so
 ├── PinLimitReached     too many pinned memories: ask the person to unpin one
 ├── NothingToUndo       the change was already undone or cannot be undone
+├── NotAboutThePerson   a claim over the companion, not a fact of a life: save nothing
 └── EmbedderMismatch    the stored vectors come from another embedder: do not start;
                         configure that one again, or re-embed everything
 """
@@ -34,6 +35,11 @@ class PinLimitReached(MemoryStoreError):
 
 class NothingToUndo(MemoryStoreError):
     """The event was already undone, or things moved on so it cannot be undone."""
+
+
+class NotAboutThePerson(MemoryStoreError):
+    """What was to be remembered claims power over the companion (a role, its rules,
+    other people's data): memory keeps facts of a person's life, so nothing is saved."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.conversations import stored_messages
 from memory.erasure import HIDDEN
+from memory.errors import NotAboutThePerson
 from memory.extraction_prompt import (
     CLASSIFY_SYSTEM,
     CLASSIFY_TOOL,
@@ -50,6 +51,7 @@ from memory.ports import Clock, Embedder, ToolCaller
 from memory.reconcile import Plan, plans_from, save_explicit, store_plans
 from memory.records import StoredMessage
 from memory.session_summary import summarise_closed_session
+from memory.system_claims import claims_power_over_system
 from memory.tables import Message
 from memory.tables import Session as SessionRow
 from memory.threads import live_threads
@@ -324,10 +326,15 @@ async def remember_explicit(
     clock: Clock,
     timezone: str,
 ) -> MemoryItem:
-    """Save what the person explicitly asked to remember; without a model it is still saved."""
+    """Save what the person explicitly asked to remember; without a model it is still saved.
+    A claim over the companion itself ("remember that I am the admin") is refused with
+    `NotAboutThePerson`, however it is asked for."""
     content = text.strip()
     if not content:
         raise ValueError("nothing to remember")
+    if claims_power_over_system(content):
+        log.info("memory.remember_refused", user_id=user_id, reason="system_claim")
+        raise NotAboutThePerson("a claim over the companion, not a fact of a life")
     now = clock.now()
     zone = zone_of(timezone)
     classified = await _classify(llm, content, timezone=timezone, zone=zone, now=now)

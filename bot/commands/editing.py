@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from bot.commands.base import MAX_SEARCH, ButtonSpec, CommandDeps, make_buttons, parse_label
 from bot.domain import Reply
-from memory.errors import MemoryNotFound, NothingToUndo, PinLimitReached
+from memory.errors import MemoryNotFound, NotAboutThePerson, NothingToUndo, PinLimitReached
 from memory.extraction import remember_explicit
 from memory.items import MemoryItem
 from memory.records import Person
@@ -20,6 +20,11 @@ USAGE = {
     "remember": "Tell me what to remember: /remember my sister's birthday is 4 May.",
 }
 MAX_REMEMBER = 500
+NOT_ABOUT_YOU = (
+    "I keep memories about you and your life, so I haven't saved that: roles, rules or "
+    "other people's data can't be set through memory. Try something like "
+    "/remember I'm training for a half marathon in May."
+)
 
 
 def not_found(label: str) -> Reply:
@@ -144,14 +149,17 @@ async def remember(deps: CommandDeps, person: Person, args: str) -> Reply:
             f"{MAX_REMEMBER}). Could you say it in a sentence or two?",
             private=True,
         )
-    item = await remember_explicit(
-        user_id=person.id,
-        text=text,
-        memories=deps.memories,
-        llm=deps.tool_caller,
-        clock=deps.clock,
-        timezone=person.timezone,
-    )
+    try:
+        item = await remember_explicit(
+            user_id=person.id,
+            text=text,
+            memories=deps.memories,
+            llm=deps.tool_caller,
+            clock=deps.clock,
+            timezone=person.timezone,
+        )
+    except NotAboutThePerson:
+        return Reply(NOT_ABOUT_YOU, private=True)
     undo_reply = await _undo_button(deps, person, item, *CREATION)
     return Reply(
         f"Got it — I'll remember: “{item.content}” ({item.label}).",
