@@ -124,8 +124,8 @@ async def _run(settings: Settings, args: argparse.Namespace) -> None:
         return
     core = await build_core(settings)
     stop = _stop_on_signals()
-    # The platforms stop only once the jobs sending through them have finished, so a
-    # check-in being written when the signal comes is still delivered.
+    # The platforms disconnect only once the jobs sending through them have finished, so
+    # a check-in being written when the signal comes is still delivered.
     jobs_done = asyncio.Event()
     try:
         async with contextlib.AsyncExitStack() as senders, asyncio.TaskGroup() as tasks:
@@ -135,7 +135,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> None:
                         await senders.enter_async_context(_delivery_only(core, platform))
                     )
             else:
-                _start_adapters(core, jobs_done, platforms, tasks)
+                _start_adapters(core, stop, jobs_done, platforms, tasks)
             jobs = (
                 _maintain_until(core, stop)
                 if args.no_scheduler
@@ -156,18 +156,25 @@ async def _run(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def _start_adapters(
-    core: Core, stop: asyncio.Event, platforms: list[str], tasks: asyncio.TaskGroup
+    core: Core,
+    stop: asyncio.Event,
+    jobs_done: asyncio.Event,
+    platforms: list[str],
+    tasks: asyncio.TaskGroup,
 ) -> None:
+    """Telegram stops taking updates at `stop` (it keeps unconfirmed ones for the next
+    start) and disconnects at `jobs_done`; Discord, which sends nothing again, keeps
+    answering until `jobs_done`."""
     if "telegram" in platforms:
         from adapters.telegram_bot import run_telegram
 
         core.health.set("telegram", False, "starting")
-        tasks.create_task(run_telegram(core, stop))
+        tasks.create_task(run_telegram(core, stop, jobs_done))
     if "discord" in platforms:
         from adapters.discord_bot import run_discord
 
         core.health.set("discord", False, "starting")
-        tasks.create_task(run_discord(core, stop))
+        tasks.create_task(run_discord(core, jobs_done))
 
 
 def _delivery_only(core: Core, platform: str) -> AbstractAsyncContextManager[Delivery]:

@@ -178,8 +178,10 @@ class TelegramAdapter:
             log.warning("telegram.waiting_not_answered", error=type(exc).__name__)
         log.info("telegram.started", mode=self._settings.telegram_mode, bot_id=app.bot.id)
 
-    async def stop(self) -> None:
-        """Stop receiving, finish fetched updates and waiting bursts, then disconnect."""
+    async def stop(self, release: asyncio.Event | None = None) -> None:
+        """Stop receiving and finish fetched updates and waiting bursts; then, once
+        `release` is set (the scheduler's running jobs may still send through this bot),
+        disconnect."""
         app = self._application
         if self._polling is not None:
             self._stop_polling.set()
@@ -190,15 +192,20 @@ class TelegramAdapter:
             await app.updater.stop()
         if app.running:
             await app.stop()
+        log.info("telegram.receiving_stopped")
         if self._handlers is not None:
             await self._handlers.drain()
+        if release is not None:
+            await release.wait()
         self._core.outbound.unregister(self.delivery.platform)
         self._core.health.set("telegram", False, "disconnected")
         await app.shutdown()
         log.info("telegram.stopped")
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Start, run until `stop` is set, then stop cleanly."""
+    async def run(self, stop: asyncio.Event, release: asyncio.Event | None = None) -> None:
+        """Start, run until `stop` is set, then stop cleanly: updates that arrive from then
+        on stay with Telegram for the next start, while check-ins already being written
+        are still delivered until `release` is set."""
         await self.start()
         try:
             stopping = asyncio.ensure_future(stop.wait())
@@ -210,7 +217,7 @@ class TelegramAdapter:
             if self._polling is not None and self._polling.done():
                 self._polling.result()  # polling ended on its own: raise why
         finally:
-            await self.stop()
+            await self.stop(release if stop.is_set() else None)
 
     def _register(self, handlers: TelegramHandlers) -> None:
         app = self._application
@@ -283,6 +290,9 @@ def _startup_error(exc: TelegramError, settings: Settings) -> ConfigurationError
     )
 
 
-async def run_telegram(core: Core, stop: asyncio.Event) -> None:
-    """Run the Telegram adapter until `stop` is set (the CLI's entry point)."""
-    await TelegramAdapter(core).run(stop)
+async def run_telegram(
+    core: Core, stop: asyncio.Event, release: asyncio.Event | None = None
+) -> None:
+    """Run the Telegram adapter until `stop` is set, delivering until `release` is (the
+    CLI's entry point)."""
+    await TelegramAdapter(core).run(stop, release)

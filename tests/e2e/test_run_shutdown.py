@@ -1,7 +1,8 @@
 """A graceful stop as a real process: `companion run` gets SIGTERM while a turn and a
 check-in are with the model (the loopback Messages API holds both answers), and still
 delivers that one reply and that one check-in, marks the message answered, confirms the
-update to Telegram, leaves no outreach row half-sent and exits 0."""
+update to Telegram, takes no update that arrives after the signal, leaves no outreach row
+half-sent and exits 0."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from tests.support.companion_process import RunningCompanion, companion_env
 
 ALICE = 4343
 BOB = 5353
+CAROL = 6363
 REPLY = "Still here — I finished my sentence before going."
 CHECKIN = "Morning, Bob! How did the move go?"
 
@@ -101,7 +103,10 @@ async def test_sigterm_mid_turn_finishes_the_turn_and_exits_cleanly(
 
             bot.process.send_signal(signal.SIGTERM)
             await bot.log("run.stopping", within=5)
+            await bot.log("telegram.receiving_stopped", within=5)
             assert telegram.sent[ALICE] == telegram.sent[BOB] == []  # both with the model
+            telegram.push_message(CAROL, "hello? anyone?", first_name="Carol")
+            late = [u for u in telegram.pending_updates if u != update_id]
             model.release.set()
             code = await bot.wait(within=20)
         finally:
@@ -112,7 +117,10 @@ async def test_sigterm_mid_turn_finishes_the_turn_and_exits_cleanly(
         assert [m.text for m in telegram.sent[BOB]] == [CHECKIN], bot.stderr[-3000:]
         assert (model.arrived["turn"], model.arrived["checkin"]) == (1, 1)
         assert telegram.confirmed_offset == update_id + 1
-        assert telegram.pending_updates == []
+        # What arrived after the signal was neither taken nor answered: it waits for the
+        # next start, while the check-in being written was still delivered.
+        assert len(late) == 1 and telegram.pending_updates == late
+        assert telegram.sent[CAROL] == []
     events = [entry["event"] for entry in bot.logs]
     assert events.index("run.stopping") < events.index("telegram.stopped")
     assert events[-1] == "run.stopped"
