@@ -6,7 +6,7 @@ from generate_series): people across ten timezones with realistic check-in times
 with `--memories` memories (256-d vectors from a pool of random unit vectors; some
 expiring, dying, forgotten, pinned, explicit; a tenth of the people talked yesterday and
 have a few new memories, one of them a near-duplicate), their `create` events, past
-conversations, and a few recurring threads.
+conversations, and a few recurring threads with their thread and goal memories.
 
 Each measurement runs in a fresh child process (`--phase`), so its peak RSS is the
 scheduler's own: the check-in dispatch at `--small` people and at `--people` people
@@ -175,6 +175,13 @@ SELECT u, 'Planning the move to Aarhus (' || u || ')', ARRAY[1, 2, 3]::bigint[]
 FROM generate_series($1::bigint, $2::bigint) AS u WHERE u % 100 = 0
 """
 
+_THREAD_MEMORIES = """
+UPDATE memories AS m SET thread_id = t.id
+FROM threads AS t
+WHERE t.user_id BETWEEN $1 AND $2 AND m.user_id = t.user_id
+  AND m.category IN ('thread', 'goal')
+"""
+
 
 async def _load_people(conn: asyncpg.Connection, first: int, last: int, memories: int) -> None:
     """Users, identities and everything of theirs for ids first..last (one chunk)."""
@@ -202,6 +209,7 @@ async def _load_people(conn: asyncpg.Connection, first: int, last: int, memories
     await conn.execute(_MESSAGES, first, last)
     await conn.execute(_WATERMARKS, first, last)
     await conn.execute(_THREADS, first, last)
+    await conn.execute(_THREAD_MEMORIES, first, last)
 
 
 async def _loader(url: str) -> asyncpg.Connection:
