@@ -17,8 +17,8 @@ from sqlalchemy import Exists, Select, and_, bindparam, exists, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import stored_messages
 from memory.erasure import HIDDEN
+from memory.log_statements import stored_messages
 from memory.records import StoredMessage
 from memory.tables import DiaryEntry, Memory, Message
 

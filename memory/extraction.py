@@ -27,7 +27,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import stored_messages
 from memory.erasure import HIDDEN
 from memory.errors import NotAboutThePerson
 from memory.extraction_prompt import (
@@ -45,6 +44,7 @@ from memory.extraction_prompt import MEMORY_BLOCK_END as MEMORY_BLOCK_END
 from memory.extraction_prompt import MEMORY_BLOCK_START as MEMORY_BLOCK_START
 from memory.items import Candidate, ExtractionOutcome, MemoryItem
 from memory.lifespan import lifespan, parse_event_date, zone_of
+from memory.log_statements import stored_messages
 from memory.memories import SqlMemoryRepository
 from memory.memory_batch import Embedding, MemoryBatch
 from memory.ports import Clock, Embedder, ToolCaller

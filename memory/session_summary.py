@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import exists, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import stored_messages
 from memory.diary import UNSHOWN_STATUSES
 from memory.erasure import HIDDEN
 from memory.extraction_prompt import ToolSchema, quoted, strip_memory_blocks
 from memory.lifespan import zone_of
+from memory.log_statements import stored_messages
 from memory.ports import ToolCaller
 from memory.records import StoredMessage
 from memory.tables import Message
