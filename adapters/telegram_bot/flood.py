@@ -30,7 +30,9 @@ def retry_after_seconds(exc: RetryAfter) -> float:
 
 
 def _posts_to_chat(endpoint: str) -> bool:
-    """Calls that put something in a chat count toward its limit (typing does not)."""
+    """Calls that put something in a chat count toward the limits (typing does not: at
+    a thousand conversations, typing calls used up the overall budget and held every
+    reply back by a second)."""
     lowered = endpoint.lower()
     return (lowered.startswith("send") and lowered != "sendchataction") or lowered.startswith(
         "edit"
@@ -95,10 +97,10 @@ class FloodControl(BaseRateLimiter[int]):
         if chat is None:
             yield
             return
-        async with contextlib.AsyncExitStack() as stack:
-            if _posts_to_chat(endpoint):
-                await stack.enter_async_context(self._chat_limiter(chat))
-            await stack.enter_async_context(self._overall)
+        if not _posts_to_chat(endpoint):
+            yield  # typing is no message: it counts toward neither limit
+            return
+        async with self._chat_limiter(chat), self._overall:
             yield
 
     def _chat_limiter(self, chat: object) -> AsyncLimiter:

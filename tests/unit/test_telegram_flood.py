@@ -90,3 +90,13 @@ def test_all_chats_together_get_thirty_messages_a_second() -> None:
         sum(1 for t in ordered if start < t <= start + 1.0) for start in ordered[30:]
     )
     assert in_any_second_after_the_burst <= 30
+
+
+def test_typing_never_waits_for_the_overall_budget() -> None:
+    requests = [("sendMessage", 2000 + i) for i in range(30)]
+    requests += [("sendChatAction", 3000 + i) for i in range(30)]
+    requests += [("sendMessage", 4000)]
+    times = run_virtual(send_times(FloodControl(), requests))
+
+    assert times[30:60] == pytest.approx([0] * 30, abs=EPSILON)  # the budget is spent...
+    assert times[60] == pytest.approx(1.0 / 30, abs=1e-3)  # ...by messages alone
