@@ -1,6 +1,7 @@
 """`companion run`, the composition root, as a real process: it starts the configured
 platform against a loopback Telegram, answers through the real anthropic SDK, and stops
-cleanly on SIGTERM; a rejected token is a one-line error."""
+cleanly on SIGTERM; a rejected token is a one-line error; two scheduler processes on one
+database reach each person once."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import asyncio
 import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.conversations import SqlConversationStore
 from memory.tables import Message, Outreach, User
-from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.anthropic_api import FakeAnthropicAPI, Step, TextReply, ToolUseReply
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.companion_process import KEY, companion_env, start_companion, terminate
 
@@ -131,6 +133,40 @@ async def test_scheduler_only_sends_due_checkins_and_reads_no_updates(
         next_at = await s.scalar(select(User.next_checkin_at).where(User.id == bob))
     assert [tuple(r) for r in rows] == [("checkin", "sent")]
     assert next_at is not None and next_at > datetime.now(UTC) + timedelta(hours=12)
+
+
+async def test_two_scheduler_processes_reach_each_person_exactly_once(
+    database_url: str, db: async_sessionmaker[AsyncSession], tmp_path: Path
+) -> None:
+    people = [7000 + i for i in range(30)]
+    for telegram_id in people:
+        await _due_person(db, telegram_id, f"Person {telegram_id}")
+
+    def answer(body: dict[str, Any]) -> Step:
+        if (body.get("tool_choice") or {}).get("name") == "decide_checkin":
+            return ToolUseReply("decide_checkin", {"send": True, "message": "Good morning!"})
+        return TextReply("ok")
+
+    async with (
+        FakeAnthropicAPI(api_key=KEY, responder=answer) as anthropic,
+        FakeTelegramAPI() as telegram,
+    ):
+        for telegram_id in people:
+            telegram.start_chat(telegram_id, "Someone")
+        env = _env(anthropic, telegram, database_url, tmp_path)
+        both = await asyncio.gather(
+            *(_run_process(["--scheduler-only"], env, tmp_path) for _ in range(2))
+        )
+        try:
+            await telegram.wait_for(lambda: all(telegram.sent[p] for p in people), within=45)
+            await asyncio.sleep(2)  # a second copy of any check-in would arrive by now
+        finally:
+            errors = [await _stop(process) for process in both]
+        assert {p: len(telegram.sent[p]) for p in people} == dict.fromkeys(people, 1)
+    assert all('"role": "scheduler"' in err for err in errors)
+    async with db() as s:
+        rows = (await s.execute(select(Outreach.kind, Outreach.status))).all()
+    assert sorted(tuple(r) for r in rows) == [("checkin", "sent")] * len(people)
 
 
 async def test_no_scheduler_answers_but_never_reaches_out(
