@@ -5,21 +5,23 @@ pgvector cosine similarity and BM25 over the english tsvector, with IDF taken fr
 person's own rows and OR semantics over the query's stemmed, stop-word-free terms. A
 message's scores also borrow from its neighbours in the same session, because a reply
 ("yes, it went great") is about what the turn before it said. Message cosines are taken
-after removing the person's mean message vector (static word embeddings share a large
-common direction, e.g. the speaker's name on every turn), and every row also reports its
-coverage: the IDF-weighted share of the query's terms found in it (and, for a message, in
-the turns either side). Python then fuses the ranks by reciprocal rank plus coverage,
-weights memories by importance, confidence and recency, and puts the conversation log
-below memories. Finally, pseudo-relevance feedback: the best few messages lend their most
-distinctive terms to the query at a lower weight and the statement runs once more.
+after removing the mean vector of the person's latest messages (static word embeddings
+share a large common direction, e.g. the speaker's name on every turn), and every row
+also reports its coverage: the IDF-weighted share of the query's terms found in it (and,
+for a message, in the turns either side). Python then fuses the ranks by reciprocal rank
+plus coverage, weights memories by importance, confidence and recency, and puts the
+conversation log below memories. Finally, pseudo-relevance feedback: the best few
+messages lend their most distinctive terms to the query at a lower weight and the
+statement runs once more.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import math
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -59,6 +61,7 @@ class Tuning:
     candidates: int = 50
     centre_vectors: bool = True  # message cosine after removing the person's mean vector
     centre_prior: float = 20.0  # the mean is shrunk by n / (n + prior) for short histories
+    centre_window: int = 256  # the mean of the person's latest messages: a bounded cost
     coverage_weight: float = 0.3  # in units of a first-place RRF vote
     feedback_docs: int = 4  # pseudo-relevance feedback from this many best messages; 0 = off
     feedback_terms: int = 10
@@ -258,38 +261,37 @@ _BM25 = """
 
 # Centred cosine without vector arithmetic: with unit rows d, q and the (shrunk) mean m,
 # cos(d - m, q - m) = (d.q - d.m - q.m + m.m) / sqrt((1 - 2 d.m + m.m)(1 - 2 q.m + m.m)).
-_MESSAGES = (
-    """
+_MESSAGE_CENTRE = """
 m_mean AS MATERIALIZED (
     SELECT CAST(:centre AS float8) * count(embedding) / (count(embedding) + :centre_prior)
                AS shrink, avg(embedding) AS mu
-    FROM messages WHERE user_id = :uid AND status NOT IN ('apology', 'forgotten')
+    FROM (SELECT embedding FROM messages
+          WHERE user_id = :uid AND status NOT IN ('apology', 'forgotten')
+          ORDER BY id DESC LIMIT :centre_window) AS recent
 ),
 m_centre AS MATERIALIZED (
     SELECT c.shrink, coalesce(-(q.vec <#> c.mu), 0) * c.shrink AS qm,
            coalesce(-(c.mu <#> c.mu), 0) * c.shrink * c.shrink AS mm
     FROM m_mean AS c CROSS JOIN q
-),
+),"""
+
+_MESSAGE_DOCS = """
 m_docs AS MATERIALIZED (
-    SELECT m.id, m.session_id, m.tsv, coalesce(1 - (m.embedding <=> q.vec), -1) AS v,
-           coalesce(-(m.embedding <#> q.vec), 0) AS dq,
-           coalesce(-(m.embedding <#> c.mu), 0) * c.shrink AS dm
-    FROM messages AS m CROSS JOIN q CROSS JOIN m_mean AS c
+    SELECT m.id, m.session_id, m.tsv{doc_vectors}
+    FROM messages AS m{doc_joins}
     WHERE m.user_id = :uid AND m.status NOT IN ('apology', 'forgotten')
       AND m.session_id IS DISTINCT FROM CAST(:exclude_session AS bigint)
 ),"""
-    + _BM25.format(p="m")
-    + """,
+
+_MESSAGE_RANKS = """,
 m_scored AS (
-    SELECT d.id, d.session_id, d.v,
-           (d.dq - d.dm - c.qm + c.mm)
-               / sqrt(greatest((1 - 2 * d.dm + c.mm) * (1 - 2 * c.qm + c.mm), 1e-12)) AS cv,
-           coalesce(b.score, 0) AS t, coalesce(b.matched, '{}') AS matched
-    FROM m_docs AS d LEFT JOIN m_bm25 AS b USING (id) CROSS JOIN m_centre AS c
+    SELECT d.id, d.session_id,{scored_vectors}
+           coalesce(b.score, 0) AS t, coalesce(b.matched, '{{}}') AS matched
+    FROM m_docs AS d LEFT JOIN m_bm25 AS b USING (id){scored_joins}
 ),
 m_spread AS (
-    SELECT id, v, cv, matched,
-           lag(matched, 1, '{}') OVER w || lead(matched, 1, '{}') OVER w AS near,
+    SELECT id,{spread_vectors} matched,
+           lag(matched, 1, '{{}}') OVER w || lead(matched, 1, '{{}}') OVER w AS near,
            t + CAST(:n1 AS float8) * (coalesce(lag(t, 1) OVER w, 0)
                                       + coalesce(lead(t, 1) OVER w, 0))
              + CAST(:n2 AS float8) * (coalesce(lag(t, 2) OVER w, 0)
@@ -297,10 +299,7 @@ m_spread AS (
     FROM m_scored WINDOW w AS (PARTITION BY session_id ORDER BY id)
 ),
 m_ranked AS (
-    SELECT id,
-           CASE WHEN v >= s.min_sim
-                THEN row_number() OVER (ORDER BY v >= s.min_sim DESC, cv DESC, id DESC) END
-               AS vrank,
+    SELECT id, {vrank} AS vrank,
            CASE WHEN t > 0 THEN row_number() OVER (ORDER BY t DESC, id DESC) END AS trank,
            matched || near AS window_terms
     FROM m_spread CROSS JOIN m_stats AS s
@@ -311,9 +310,46 @@ m_top AS MATERIALIZED (
                      WHERE i.original AND i.lexeme = ANY (r.window_terms)), 0) / qi.total
                AS coverage
     FROM m_ranked AS r CROSS JOIN m_query_idf AS qi
-    WHERE r.vrank <= :n OR r.trank <= :n
+    WHERE {kept}
 )"""
-)
+
+_WITH_VECTORS = {
+    "doc_vectors": """, coalesce(1 - (m.embedding <=> q.vec), -1) AS v,
+           coalesce(-(m.embedding <#> q.vec), 0) AS dq,
+           coalesce(-(m.embedding <#> c.mu), 0) * c.shrink AS dm""",
+    "doc_joins": " CROSS JOIN q CROSS JOIN m_mean AS c",
+    "scored_vectors": """ d.v,
+           (d.dq - d.dm - c.qm + c.mm)
+               / sqrt(greatest((1 - 2 * d.dm + c.mm) * (1 - 2 * c.qm + c.mm), 1e-12)) AS cv,""",
+    "scored_joins": " CROSS JOIN m_centre AS c",
+    "spread_vectors": " v, cv,",
+    "vrank": """CASE WHEN v >= s.min_sim
+                THEN row_number() OVER (ORDER BY v >= s.min_sim DESC, cv DESC, id DESC) END""",
+    "kept": "r.vrank <= :n OR r.trank <= :n",
+}
+_WORDS_ONLY = {
+    "doc_vectors": "",
+    "doc_joins": "",
+    "scored_vectors": "",
+    "scored_joins": "",
+    "spread_vectors": "",
+    "vrank": "CAST(NULL AS bigint)",
+    "kept": "r.trank <= :n OR r.id = ANY (:also)",
+}
+
+
+def _messages_sql(*, vectors: bool) -> str:
+    """The message half: ranked by vector and by words, or (`vectors` off, for the
+    feedback pass, whose vector ranks are the first pass's) by words alone, keeping the
+    rows `:also` names so their word ranks are known too."""
+    parts = _WITH_VECTORS if vectors else _WORDS_ONLY
+    return (
+        (_MESSAGE_CENTRE if vectors else "")
+        + _MESSAGE_DOCS.format(**parts)
+        + _BM25.format(p="m")
+        + _MESSAGE_RANKS.format(**parts)
+    )
+
 
 _MEMORIES = (
     """
@@ -357,11 +393,11 @@ WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n)"""
 
 
 @functools.cache
-def _statement(*, messages: bool, memories: bool, dim: int) -> Any:
+def _statement(*, messages: bool, memories: bool, dim: int, message_vectors: bool = True) -> Any:
     ctes = [_QUERY]
     selects = []
     if messages:
-        ctes.append(_MESSAGES)
+        ctes.append(_messages_sql(vectors=message_vectors))
         selects.append(_SELECT_MESSAGES)
     if memories:
         ctes.append(_MEMORIES)
@@ -371,6 +407,8 @@ def _statement(*, messages: bool, memories: bool, dim: int) -> Any:
         bindparam("qvec", type_=BinaryVector(dim)),
         bindparam("feedback", type_=ARRAY(BigInteger)),
     ]
+    if messages and not message_vectors:
+        binds.append(bindparam("also", type_=ARRAY(BigInteger)))
     return text(sql).bindparams(*binds)
 
 
@@ -386,15 +424,23 @@ async def candidates(
     per_list: int = 50,
     tuning: Tuning = DEFAULT_TUNING,
     feedback_message_ids: Collection[int] = (),
+    words_only_keeping: Collection[int] | None = None,
 ) -> list[Candidate]:
     """The person's best `per_list` rows by vector and by text, with both ranks; one query.
 
     `feedback_message_ids` (the person's own messages; others' ids match nothing) lend
     their most distinctive terms to the query, per `tuning.feedback_terms`/`_weight`.
+    With `words_only_keeping`, messages are ranked by words alone (no vector rank), and
+    the messages it names are returned with their word ranks whatever those are.
     """
     if not (messages or memories):
         return []
-    statement = _statement(messages=messages, memories=memories, dim=len(query_vector))
+    statement = _statement(
+        messages=messages,
+        memories=memories,
+        dim=len(query_vector),
+        message_vectors=words_only_keeping is None,
+    )
     params = {
         "uid": user_id,
         "qvec": list(query_vector),
@@ -411,10 +457,16 @@ async def candidates(
         "fb_weight": tuning.feedback_weight,
         "centre": 1.0 if tuning.centre_vectors else 0.0,
         "centre_prior": max(0.0, tuning.centre_prior),
+        "centre_window": max(1, tuning.centre_window),
     }
+    if words_only_keeping is not None:
+        params |= {"also": sorted({int(i) for i in words_only_keeping})}
+    unused: tuple[str, ...] = ()
     if not messages:
-        unused = ("exclude_session", "n1", "n2", "centre", "centre_prior")
-        params = {key: v for key, v in params.items() if key not in unused}
+        unused = ("exclude_session", "n1", "n2", "centre", "centre_prior", "centre_window")
+    elif words_only_keeping is not None:
+        unused = ("centre", "centre_prior", "centre_window")
+    params = {key: v for key, v in params.items() if key not in unused}
     async with sessions() as db:
         rows = (await db.execute(statement, params)).mappings().all()
     return [Candidate(**row) for row in rows]
@@ -446,27 +498,40 @@ async def recall(
         vector = [1.0] + [0.0] * (embedder.dim - 1)
         mode = "text"
 
-    async def ranked(feedback: Collection[int], memories: bool) -> list[Candidate]:
+    async def ranked(
+        feedback: Collection[int],
+        memories: bool,
+        keeping: Collection[int] | None = None,
+        *,
+        messages: bool = include_messages,
+    ) -> list[Candidate]:
         return await candidates(
             sessions,
             user_id=user_id,
             query=cleaned,
             query_vector=vector,
-            messages=include_messages,
+            messages=messages,
             memories=memories,
             exclude_session_id=exclude_session_id,
             per_list=max(tuning.candidates, k),
             tuning=tuning,
             feedback_message_ids=feedback,
+            words_only_keeping=keeping,
         )
 
-    found = await ranked((), include_memories)
+    found = await _first_pass(ranked, include_messages, include_memories)
     width = max(k, tuning.feedback_docs)
     result = fuse(found, k=width, mode=mode, tuning=tuning, now=now)
     feedback = feedback_ids(found, result, mode=mode, tuning=tuning)
-    if feedback:  # the expanded query re-ranks messages; memories keep their first ranks
-        kept = [c for c in found if c.kind == "memory"]
-        found = kept + await ranked(feedback, False)
+    if feedback:
+        # The expanded query re-ranks messages by words; their vector ranks and the
+        # memories' ranks are the first pass's.
+        by_vector = {c.id: c.vector_rank for c in found if c.kind == "message" and c.vector_rank}
+        width = max(tuning.candidates, k)
+        again = await ranked(feedback, False, [i for i, r in by_vector.items() if r <= width])
+        found = [c for c in found if c.kind == "memory"] + [
+            replace(c, vector_rank=by_vector.get(c.id)) for c in again
+        ]
         result = fuse(found, k=k, mode=mode, tuning=tuning, now=now)
     log.debug(
         "memory.recalled",
@@ -476,6 +541,17 @@ async def recall(
         returned=min(k, len(result)),
     )
     return result[:k]
+
+
+async def _first_pass(
+    ranked: Callable[..., Awaitable[list[Candidate]]], messages: bool, memories: bool
+) -> list[Candidate]:
+    """Both halves ranked side by side, on two connections: a person's memories and
+    their conversation log cost about as much each as both together on one."""
+    if not (messages and memories):
+        return await ranked((), memories)
+    past, remembered = await asyncio.gather(ranked((), False), ranked((), True, messages=False))
+    return past + remembered
 
 
 def feedback_ids(
