@@ -195,6 +195,14 @@ class Memory(Base):
         ),
         Index("ix_memories_user_hash", "user_id", "content_hash"),
         Index("ix_memories_user_event", "user_id", "event_at"),
+        Index(
+            "ix_memories_person_events",
+            "user_id",
+            "event_at",
+            postgresql_where=text(
+                "category = 'event' AND valid_until IS NULL AND status IN ('active', 'dying')"
+            ),
+        ),
         Index("ix_memories_tsv", "tsv", postgresql_using="gin"),
     )
 

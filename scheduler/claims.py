@@ -62,7 +62,7 @@ RETURNING id, user_id, kind, status, reason, due_at
 
 _DUE_EVENTS = """
 SELECT m.id, m.user_id, m.event_at, m.created_at, u.timezone, u.next_checkin_at
-FROM memories AS m JOIN users AS u ON u.id = m.user_id
+FROM {source} JOIN users AS u ON u.id = m.user_id
 WHERE m.category = 'event' AND m.valid_until IS NULL AND m.status IN ('active', 'dying')
   AND m.event_at <= :latest AND m.event_at > :earliest
   AND (m.event_at, m.id) > (:after_at, :after_id)
@@ -71,10 +71,20 @@ WHERE m.category = 'event' AND m.valid_until IS NULL AND m.status IN ('active', 
   AND NOT EXISTS (SELECT 1 FROM memories AS p JOIN outreach AS o ON o.memory_id = p.id
                   WHERE p.user_id = m.user_id AND p.superseded_by = m.id
                     AND p.event_at = m.event_at)
-  {people}
 ORDER BY m.event_at, m.id
 LIMIT :limit
 """
+_EVERYONE = "memories AS m"
+# For a batch of people, look each one's events up by person: scanning everyone's due
+# events and keeping the batch's read thousands of rows for a handful.
+_THESE_PEOPLE = """unnest(CAST(:user_ids AS bigint[])) AS these(user_id)
+CROSS JOIN LATERAL (
+    SELECT * FROM memories AS e
+    WHERE e.user_id = these.user_id AND e.category = 'event' AND e.valid_until IS NULL
+      AND e.status IN ('active', 'dying')
+      AND e.event_at <= :latest AND e.event_at > :earliest
+    OFFSET 0  -- keep this a per-person index lookup, whatever the planner guesses
+) AS m"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +179,7 @@ async def due_events(
 ) -> tuple[list[DueEvent], tuple[datetime, int] | None]:
     """Events whose follow-up is due and not yet claimed, mentioned before they happened;
     and the keyset position to continue from (None when there are no more)."""
-    people = "AND m.user_id = ANY(CAST(:user_ids AS bigint[]))" if user_ids is not None else ""
+    source = _THESE_PEOPLE if user_ids is not None else _EVERYONE
     earliest = now - config.followup_window - timedelta(days=1)
     params: dict[str, object] = {
         "latest": now - config.followup_delay,
@@ -180,7 +190,7 @@ async def due_events(
     }
     if user_ids is not None:
         params["user_ids"] = list(user_ids)
-    rows = (await db.execute(text(_DUE_EVENTS.format(people=people)), params)).all()
+    rows = (await db.execute(text(_DUE_EVENTS.format(source=source)), params)).all()
     found = []
     for row in rows:
         effective = effective_time(row.event_at, row.timezone)
