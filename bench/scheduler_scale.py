@@ -108,7 +108,7 @@ WITH g AS (
 )
 INSERT INTO memories (user_id, short_id, tier, category, content, content_hash, importance,
                       confidence, source, event_at, expires_at, valid_from, pinned, status,
-                      forgotten_at, last_recalled_at, sessions_since_recall, embedding,
+                      forgotten_at, last_recalled_at, recall_seq, embedding,
                       created_at)
 SELECT u, k,
        CASE WHEN category IN ('thread', 'goal', 'event') THEN 'active' ELSE 'core' END,
@@ -130,7 +130,7 @@ SELECT u, k,
        CASE WHEN k % 100 = 7 THEN $4::timestamptz - r3 * interval '30.5 days' END,
        CASE WHEN k % 100 = 13 THEN $4::timestamptz - interval '2 hours'
             ELSE $4::timestamptz - interval '5 days' - r3 * interval '60 days' END,
-       sessions,
+       -sessions,  -- the person's session count starts at 0: this many sessions ago
        v.embedding, created
 FROM c JOIN bench_vectors AS v  -- the newest memory of a talker repeats an older one
   ON v.id = (u * 31 + CASE WHEN fresh AND k = $3::int AND $3::int > 40 THEN k - 20 ELSE k END)

@@ -144,6 +144,7 @@ class MemoryBatch:
             valid_from=self.now,
             embedding=embedding,
             created_at=self.now,
+            recall_seq=select(User.session_seq).where(User.id == self.user_id).scalar_subquery(),
         )
         self.db.add(row)
         await self.db.flush()

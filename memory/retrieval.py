@@ -583,7 +583,6 @@ async def mark_recalled(
             .values(
                 recall_count=Memory.recall_count + 1,
                 last_recalled_at=now,
-                sessions_since_recall=0,
             )
         )
     return int(getattr(result, "rowcount", 0))

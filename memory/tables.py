@@ -68,6 +68,8 @@ class User(Base):
     reachable: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
     next_checkin_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     memory_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    session_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    """The person's sessions counted by the nightly patrol so far (decay counts with it)."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
 
 
@@ -232,7 +234,8 @@ class Memory(Base):
     forgotten_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     recall_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     last_recalled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    sessions_since_recall: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    recall_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    """The person's `session_seq` when this memory was made or last recalled."""
     embedding: Mapped[list[float] | None] = mapped_column(BinaryVector(), **UNLOADED)
     tsv: Mapped[Any] = mapped_column(
         TSVECTOR, Computed("to_tsvector('english', content)", persisted=True), **UNLOADED

@@ -5,7 +5,8 @@ patrol) and changes every matching memory at once; changes people can see are re
 in `memory_events` by the same statement (actor 'patrol').
 
 Decay: a memory's weight is importance × exp(−sessions/30), where `sessions` counts the
-person's sessions since it was last recalled. It fades ('dying', still searchable)
+person's sessions since it was last recalled: their `session_seq` (advanced here, once a
+night) less the memory's `recall_seq`. It fades ('dying', still searchable)
 below 2 and, for the active tier, retires ('dead') below 1; core memories are permanent
 until superseded or forgotten, so they only fade. Pinned and explicit (source 'user')
 memories never decay.
@@ -64,11 +65,24 @@ changed AS (
 """)
 
 
+# The person's sessions since the last patrol, counted once: a memory's sessions since
+# recall are then the person's count less the memory's count at its last recall.
+COUNT_SESSIONS = text(f"""
+WITH {_PEOPLE},
+activity AS (
+    SELECT p.user_id, count(*) AS k
+    FROM p JOIN sessions AS s
+      ON s.user_id = p.user_id AND s.started_at > p.since AND s.started_at <= :now
+    GROUP BY p.user_id
+)
+UPDATE users AS u SET session_seq = u.session_seq + a.k FROM activity AS a WHERE u.id = a.user_id
+""")
+
 REVIVE = _transition(
     "m.status = 'dying' AND m.last_recalled_at > p.since",
     "active",
     "revive",
-    ", sessions_since_recall = 0",
+    ", recall_seq = (SELECT u.session_seq FROM users AS u WHERE u.id = m.user_id)",
 )
 EXPIRE = _transition(
     "m.tier = 'active' AND m.status = 'active' AND m.expires_at < :now "
@@ -83,34 +97,38 @@ ARCHIVE = _transition(
     "archive",
 )
 
+# Only the people who talked since the last patrol can fade; of their memories only
+# those whose status changes are rewritten, and those recalled since then (their count
+# starts again now).
 DECAY = text(f"""
 WITH {_PEOPLE},
-activity AS (
-    SELECT p.user_id, p.since, count(*) AS k
+talked AS (
+    SELECT DISTINCT p.user_id, p.since
     FROM p JOIN sessions AS s
       ON s.user_id = p.user_id AND s.started_at > p.since AND s.started_at <= :now
-    GROUP BY p.user_id, p.since
 ),
 weighed AS (
-    SELECT m.id, m.user_id, m.short_id, m.tier, m.status AS old_status,
-           m.sessions_since_recall + a.k AS sessions,
-           m.importance * exp(-(m.sessions_since_recall + a.k) / CAST(:tau AS float8)) AS weight
-    FROM memories AS m JOIN activity AS a ON m.user_id = a.user_id
+    SELECT m.id, m.user_id, m.short_id, m.tier, m.status AS old_status, u.session_seq,
+           coalesce(m.last_recalled_at > t.since, false) AS recalled,
+           m.importance * exp(-(u.session_seq - m.recall_seq) / CAST(:tau AS float8)) AS weight
+    FROM memories AS m JOIN talked AS t ON m.user_id = t.user_id
+    JOIN users AS u ON u.id = m.user_id
     WHERE m.valid_until IS NULL AND m.status IN ('active', 'dying')
       AND NOT m.pinned AND m.source <> 'user'
-      AND (m.last_recalled_at IS NULL OR m.last_recalled_at <= a.since)
 ),
 planned AS (
-    SELECT w.id, w.user_id, w.short_id, w.old_status, w.sessions,
-           CASE WHEN w.tier = 'active' AND w.weight < :dead THEN 'dead'
+    SELECT w.id, w.user_id, w.short_id, w.old_status, w.recalled, w.session_seq,
+           CASE WHEN w.recalled THEN w.old_status
+                WHEN w.tier = 'active' AND w.weight < :dead THEN 'dead'
                 WHEN w.weight < :dying THEN 'dying'
                 ELSE w.old_status END AS new_status
     FROM weighed AS w
 ),
 changed AS (
-    UPDATE memories AS m SET sessions_since_recall = planned.sessions,
-                             status = planned.new_status
-    FROM planned WHERE m.id = planned.id
+    UPDATE memories AS m SET status = planned.new_status,
+           recall_seq = CASE WHEN planned.recalled THEN planned.session_seq ELSE m.recall_seq END
+    FROM planned
+    WHERE m.id = planned.id AND (planned.new_status <> planned.old_status OR planned.recalled)
     RETURNING planned.*
 )
 {_RECORD.format(action="CASE new_status WHEN 'dead' THEN 'retire' ELSE 'fade' END")}
@@ -134,6 +152,7 @@ WHERE s.user_id = p.user_id AND s.closed_at IS NULL AND s.last_message_at < :idl
 """)
 
 STEPS: tuple[tuple[str, TextClause], ...] = (
+    ("count_sessions", COUNT_SESSIONS),
     ("revive", REVIVE),
     ("expire", EXPIRE),
     ("archive", ARCHIVE),

@@ -262,7 +262,7 @@ async def test_mark_recalled_counts_only_this_persons_memories(
     now = clock.now()
     alice = await person(db, "Alice")
     bob = await person(db, "Bob")
-    mine = await remember(db, embedder, alice, "Likes tea", now, sessions_since_recall=4)
+    mine = await remember(db, embedder, alice, "Likes tea", now)
     theirs = await remember(db, embedder, bob, "Likes coffee", now)
     later = now + timedelta(hours=1)
     assert await mark_recalled(db, user_id=alice, memory_ids=[mine, theirs], now=later) == 1
@@ -270,7 +270,6 @@ async def test_mark_recalled_counts_only_this_persons_memories(
     async with db() as s:
         rows = {m.id: m for m in (await s.scalars(select(Memory))).all()}
     assert (rows[mine].recall_count, rows[mine].last_recalled_at) == (1, later)
-    assert rows[mine].sessions_since_recall == 0
     assert (rows[theirs].recall_count, rows[theirs].last_recalled_at) == (0, None)
 
 

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from bot.bootstrap import Core
 from memory.items import Candidate
-from memory.tables import ButtonAction, Memory, MemoryEvent, Thread
+from memory.tables import ButtonAction, Memory, MemoryEvent, Thread, User
 from memory.tables import Session as SessionRow
 from scheduler.deps import SchedulerDeps
 from scheduler.patrol import NIGHTLY_LOCK, advisory_lock, run_nightly
@@ -67,6 +67,27 @@ async def memory(
 async def row(core: Core, memory_id: int) -> Memory:
     async with core.sessions() as db:
         return await db.get_one(Memory, memory_id)
+
+
+async def sessions_since_recall(core: Core, memory_id: int) -> int:
+    """The person's sessions counted since the memory was made or last recalled."""
+    async with core.sessions() as db:
+        found = await db.execute(
+            select(User.session_seq - Memory.recall_seq)
+            .select_from(Memory)
+            .join(User, User.id == Memory.user_id)
+            .where(Memory.id == memory_id)
+        )
+        return int(found.scalar_one())
+
+
+async def version(core: Core, memory_id: int) -> str:
+    """The row version's transaction id: it changes whenever the row is rewritten."""
+    async with core.sessions() as db:
+        found = await db.execute(
+            text("SELECT xmin::text FROM memories WHERE id = :id"), {"id": memory_id}
+        )
+        return str(found.scalar_one())
 
 
 async def actions(core: Core, memory_id: int) -> list[str]:
@@ -160,12 +181,14 @@ async def test_decay_fades_and_retires_faded_items_with_pinned_and_explicit_exem
     recalled = await memory(
         core, alice, "Works as a nurse", importance=1.0, last_recalled_at=NOW - timedelta(hours=2)
     )
-    steady = await memory(core, alice, "Lives in Copenhagen", importance=8, sessions_since_recall=5)
+    steady = await memory(core, alice, "Lives in Copenhagen", importance=8, recall_seq=-5)
     assert weight(2.1, 2) < 2 < weight(2.1, 0)
+    untouched = await version(core, steady)
 
     await run_nightly(deps_for(core))
 
-    assert [(await row(core, m)).sessions_since_recall for m in (fading, steady)] == [2, 7]
+    assert [await sessions_since_recall(core, m) for m in (fading, steady)] == [2, 7]
+    assert await version(core, steady) == untouched  # counted, not rewritten
     assert (await row(core, fading)).status == "dying"
     assert await actions(core, fading) == ["fade"]
     assert (await row(core, retiring)).status == "dead"
@@ -173,7 +196,8 @@ async def test_decay_fades_and_retires_faded_items_with_pinned_and_explicit_exem
     assert (await row(core, core_low)).status == "dying"  # core memories never retire
     for exempt in (pinned, explicit, recalled):
         found = await row(core, exempt)
-        assert (found.status, found.sessions_since_recall) == ("active", 0)
+        assert found.status == "active"
+    assert await sessions_since_recall(core, recalled) == 0  # its count starts again
     assert (await row(core, steady)).status == "active"
 
 
@@ -183,7 +207,6 @@ async def test_recalled_items_are_revived(core: Core, alice: int) -> None:
         alice,
         "Plays chess on Sundays",
         status="dying",
-        sessions_since_recall=0,
         last_recalled_at=NOW - timedelta(hours=3),
     )
     still_dying = await memory(
@@ -191,7 +214,7 @@ async def test_recalled_items_are_revived(core: Core, alice: int) -> None:
         alice,
         "Once visited Porto",
         status="dying",
-        sessions_since_recall=40,
+        recall_seq=-40,
         last_recalled_at=LAST_PATROL - timedelta(days=3),
     )
     await run_nightly(deps_for(core))
