@@ -57,7 +57,8 @@ class LoadResult:
     after_model_ms: list[float] = field(default_factory=list)
     rss_mb: list[tuple[float, float]] = field(default_factory=list)
     cpu_seconds: float = 0.0
-    busiest_second: int = 0
+    busiest_second: int = 0  # messages into chats
+    busiest_second_typing: int = 0
     loop_lag_ms: list[float] = field(default_factory=list)
 
     @property
@@ -89,8 +90,9 @@ class LoadResult:
             "  overhead    " + _spread(self.overhead_ms) + "  (end to end - model - burst window)",
             "    before the model " + _spread(self.before_model_ms),
             "    after the model  " + _spread(self.after_model_ms),
-            f"  calls into chats (replies and typing), busiest second: {self.busiest_second} "
-            "(the bot's flood control allows 30 a second)",
+            f"  messages into chats, busiest second: {self.busiest_second} (the bot's flood "
+            f"control allows 30 a second); typing indicators {self.busiest_second_typing} "
+            "(outside that budget)",
             "  load generator's event-loop lag " + _spread(self.loop_lag_ms),
         ]
         if self.rss_mb:
@@ -249,7 +251,8 @@ def _tally(result: LoadResult, crowd: Crowd, model: SlowModel, telegram: LoadTel
         for mark in MARK.findall(text)
     )
     result.answered_twice = sum(1 for n in mentions.values() if n > 1)
-    result.busiest_second = telegram.busiest_second()
+    result.busiest_second = telegram.busiest_second(typing=False)
+    result.busiest_second_typing = telegram.busiest_second(typing=True)
     window = result.config.burst_window
     for mark, arrived in crowd.answers.items():
         sent, asked = crowd.sent_at[mark], model.asked_at.get(mark)

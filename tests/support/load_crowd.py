@@ -42,17 +42,18 @@ class LoadTelegramAPI(FakeTelegramAPI):
     def __init__(self) -> None:
         super().__init__()
         self.arrivals: dict[int, list[tuple[float, str]]] = defaultdict(list)
-        self.chat_calls: list[float] = []  # when each call into a chat arrived (sends, typing)
+        self.chat_calls: dict[bool, list[float]] = {True: [], False: []}  # typing or not
         self._woken: dict[int, asyncio.Event] = defaultdict(asyncio.Event)
 
     async def _handle(self, request: web.Request) -> web.Response:
-        if request.match_info["method"].lower().startswith(("send", "edit")):
-            self.chat_calls.append(time.monotonic())
+        method = request.match_info["method"].lower()
+        if method.startswith(("send", "edit")):
+            self.chat_calls[method == "sendchataction"].append(time.monotonic())
         return await super()._handle(request)
 
-    def busiest_second(self) -> int:
-        """The most calls into chats that arrived within one second."""
-        per_second = Counter(int(at) for at in self.chat_calls)
+    def busiest_second(self, *, typing: bool) -> int:
+        """The most messages (or typing indicators) that arrived within one second."""
+        per_second = Counter(int(at) for at in self.chat_calls[typing])
         return max(per_second.values(), default=0)
 
     def _record_sent(self, sent: SentMessage, extra: dict[str, Any]) -> dict[str, Any]:
