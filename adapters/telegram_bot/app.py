@@ -6,8 +6,8 @@ our poller (`polling.ConfirmingPoller`) confirms an update only after its handle
 (a message is stored by then). On stop, polling ends and confirms what was handled,
 waiting bursts are answered and turns in flight finish, so nothing is lost or handled
 twice; after a crash or a database outage, unconfirmed updates come again and the core
-ignores the ones it already stored. (In webhook mode python-telegram-bot acknowledges
-an update when it arrives; polling is the mode that survives a crash mid-update.)
+ignores the ones it already stored. The webhook (`webhook.ConfirmingWebhook`) answers
+Telegram only once an update was handled, with the same effect.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from adapters.telegram_bot.inbound import BotIdentity
 from adapters.telegram_bot.outbound import TelegramSender
 from adapters.telegram_bot.polling import ConfirmingPoller
 from adapters.telegram_bot.processing import PerPersonUpdateProcessor
+from adapters.telegram_bot.webhook import ConfirmingWebhook
 from bot.bootstrap import Core
 from bot.commands.catalog import COMMANDS
 from bot.config import Settings
@@ -83,6 +84,7 @@ def build_application(settings: Settings) -> TelegramApplication:
         .rate_limiter(FloodControl())
         .concurrent_updates(PerPersonUpdateProcessor())
         .job_queue(None)
+        .updater(None)  # we receive updates ourselves: polling.py and webhook.py
         .build()
     )
 
@@ -135,6 +137,7 @@ class TelegramAdapter:
         self._typing_interval = typing_interval
         self._handlers: TelegramHandlers | None = None
         self._polling: asyncio.Task[None] | None = None
+        self._webhook: ConfirmingWebhook | None = None
         self._stop_polling = asyncio.Event()
         self.delivery = TelegramDelivery(self._application.bot, core.store)
 
@@ -188,8 +191,9 @@ class TelegramAdapter:
             with contextlib.suppress(Exception):
                 await self._polling
             self._polling = None
-        if app.updater is not None and app.updater.running:
-            await app.updater.stop()
+        if self._webhook is not None:
+            await self._webhook.stop()
+            self._webhook = None
         if app.running:
             await app.stop()
         log.info("telegram.receiving_stopped")
@@ -252,18 +256,17 @@ class TelegramAdapter:
             self._stop_polling.clear()
             self._polling = asyncio.create_task(poller.run(self._stop_polling))
             return
-        updater = self._application.updater
-        assert updater is not None
+        assert self._handlers is not None
         url, secret = webhook
-        await updater.start_webhook(
+        self._webhook = ConfirmingWebhook(
+            self._application,
+            failures=self._handlers.failures,
+            path=urlsplit(url).path or "/",
             listen=self._settings.telegram_webhook_listen,
             port=self._settings.telegram_webhook_port,
-            url_path=urlsplit(url).path or "/",
-            webhook_url=url,
-            secret_token=secret,
-            allowed_updates=ALLOWED_UPDATES,
-            drop_pending_updates=False,
+            secret=secret,
         )
+        await self._webhook.start(url=url, allowed_updates=ALLOWED_UPDATES)
 
 
 def _webhook(settings: Settings) -> tuple[str, str]:

@@ -49,6 +49,20 @@ def is_outage(error: BaseException) -> bool:
     return cause is not None and cause is not error and is_outage(cause)
 
 
+def retry_update(attempts: dict[int, int], update_id: int, error: BaseException) -> bool:
+    """Whether an update whose handling failed with `error` should be tried again (its
+    tries counted in `attempts`): always after an outage, a few times otherwise."""
+    tries = attempts[update_id] = attempts.get(update_id, 0) + 1
+    if is_outage(error):
+        log.warning("telegram.update_deferred", update_id=update_id, attempts=tries)
+        return True
+    if tries < MAX_ATTEMPTS:
+        log.warning("telegram.update_retried", update_id=update_id, attempts=tries)
+        return True
+    log.error("telegram.update_dropped", update_id=update_id, attempts=tries)
+    return False
+
+
 class ConfirmingPoller:
     """Fetches updates with getUpdates and confirms each only once it has been handled.
 
@@ -148,15 +162,7 @@ class ConfirmingPoller:
         self._done = {i for i in self._done if i >= self._offset}
 
     def _give_up(self, update_id: int, error: BaseException) -> bool:
-        attempts = self._attempts[update_id] = self._attempts.get(update_id, 0) + 1
-        if is_outage(error):
-            log.warning("telegram.update_deferred", update_id=update_id, attempts=attempts)
-            return False
-        if attempts < MAX_ATTEMPTS:
-            log.warning("telegram.update_retried", update_id=update_id, attempts=attempts)
-            return False
-        log.error("telegram.update_dropped", update_id=update_id, attempts=attempts)
-        return True
+        return not retry_update(self._attempts, update_id, error)
 
     async def _pause(self, stop: asyncio.Event) -> None:
         """Wait before fetching failed updates again, longer the more often they failed."""

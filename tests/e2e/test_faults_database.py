@@ -3,7 +3,8 @@ loopback Bot API, a whole core on a PostgreSQL of this test's own (the shared te
 database is left alone), stopped and started again while people keep writing.
 
 Messages that arrive during the outage must not be lost: Telegram keeps an update until
-a later getUpdates confirms it, so the bot has to store a message before it confirms it.
+a later getUpdates confirms it (polling) or a webhook call for it is answered with 200,
+so the bot has to store a message before it confirms it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 from sqlalchemy import select
 
 from bot.bootstrap import Core, build_core
@@ -20,6 +22,7 @@ from bot.config import Settings
 from memory.database import EmbeddedPostgres, start_embedded
 from memory.tables import Message
 from tests.e2e.test_telegram import running
+from tests.e2e.test_telegram_lifecycle import free_port
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.telegram_api import FakeTelegramAPI
 
@@ -119,3 +122,41 @@ async def test_a_database_restart_loses_no_message_and_the_bot_reconnects(
     replies = [m.text for person in (ALICE, BOB) for m in fake.sent[person]]
     assert replies and set(replies) == {ANSWER}
     assert len(fake.sent[ALICE]) <= 2 and 1 <= len(fake.sent[BOB]) <= 2
+
+
+async def test_in_webhook_mode_an_update_arriving_during_an_outage_comes_back_and_is_kept(
+    core: Core, database: RestartableDatabase
+) -> None:
+    url = core.settings.database_url
+    port = free_port()
+    hook = f"http://127.0.0.1:{port}/telegram-hook"
+    async with (
+        FakeTelegramAPI() as fake,
+        running(
+            core,
+            fake,
+            telegram_mode="webhook",
+            telegram_webhook_url=hook,
+            telegram_webhook_port=port,
+            telegram_webhook_secret=SecretStr("hook-secret"),
+        ),
+    ):
+        pushed = [(ALICE, fake.push_message(ALICE, "before the outage"))]
+        await fake.wait_for_sent(ALICE)
+
+        await database.stop()
+        pushed.append((BOB, fake.push_message(BOB, "while the database is down")))
+        [update_id] = fake.pending_updates  # until the webhook answers 200
+        await fake.wait_for(lambda: (update_id, 500) in fake.webhook_attempts)
+        assert update_id not in fake.webhook_deliveries  # refused, so Telegram keeps it
+        assert url is not None and await database.start() == url.get_secret_value()
+
+        stored = await eventually_stored(core, len(pushed), within=8)
+        await asyncio.sleep(0.3)  # anything handled twice would show now
+
+    assert sorted((chat, message_id) for chat, message_id, _ in stored) == sorted(
+        (chat, str(message_id)) for chat, message_id in pushed
+    ), "the message that arrived during the outage was lost"
+    assert {status for *_, status in stored} == {"answered"}
+    assert fake.webhook_deliveries.count(update_id) == 1
+    assert [m.text for m in fake.sent[BOB]] == [ANSWER]

@@ -1,5 +1,6 @@
 """The Telegram adapter's lifecycle end to end: a restart with updates still waiting at
-Telegram handles each exactly once, a stop answers waiting bursts, and webhook mode."""
+Telegram handles each exactly once, a stop answers waiting bursts, and webhook mode
+(answered only once an update was handled, so nothing is lost across a restart)."""
 
 from __future__ import annotations
 
@@ -129,10 +130,43 @@ async def test_webhook_mode_receives_updates_and_rejects_a_wrong_secret(
             headers = {"X-Telegram-Bot-Api-Secret-Token": "wrong"}
             async with client.post(url, json=forged, headers=headers) as response:
                 assert response.status == 403
+            headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
+            for body in ("not json", "[1, 2]", '{"message": {}}'):
+                async with client.post(url, data=body, headers=headers) as response:
+                    assert response.status == 400
 
     assert reply.text == "Tell me more."
     assert fake.get_updates_calls == []
     assert [m.content for m in await rows(db, Message.role == "user")] == ["Hello over the webhook"]
+
+
+async def test_webhook_mode_keeps_updates_that_arrive_while_stopped_and_handles_each_once(
+    core: Core, fake: FakeTelegramAPI, db: async_sessionmaker[AsyncSession]
+) -> None:
+    port = free_port()
+    hook = {
+        "telegram_mode": "webhook",
+        "telegram_webhook_url": f"http://127.0.0.1:{port}/telegram-hook",
+        "telegram_webhook_port": port,
+        "telegram_webhook_secret": SecretStr(SECRET),
+    }
+    async with running(core, fake, **hook):
+        fake.push_message(ALICE, "first")
+        await fake.wait_for_sent(ALICE)
+    fake.push_message(PEOPLE[0], "while the bot is down")
+    await fake.wait_for(lambda: any(status == 0 for _, status in fake.webhook_attempts))
+    assert len(fake.pending_updates) == 1  # nobody answered: Telegram keeps it
+
+    async with running(core, fake, **hook):
+        await fake.wait_for(lambda: bool(fake.sent[PEOPLE[0]]) and not fake.pending_updates)
+        await asyncio.sleep(0.2)  # anything handled twice would show now
+
+    assert sorted(fake.webhook_deliveries) == sorted(set(fake.webhook_deliveries))
+    assert [m.text for m in fake.sent[PEOPLE[0]]] == ["Tell me more."]
+    assert sorted(m.content for m in await rows(db, Message.role == "user")) == [
+        "first",
+        "while the bot is down",
+    ]
 
 
 async def test_webhook_mode_needs_a_url_and_a_secret(core: Core, fake: FakeTelegramAPI) -> None:

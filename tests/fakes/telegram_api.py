@@ -226,6 +226,7 @@ class FakeTelegramAPI:
         self.webhook_url = ""
         self.webhook_secret: str | None = None
         self.webhook_deliveries: list[int] = []
+        self.webhook_attempts: list[tuple[int, int]] = []  # (update id, HTTP status or 0)
         self.confirmed_offset = 0
         self._pending: list[dict[str, Any]] = []
         self._update_ids = itertools.count(700_001)
@@ -817,14 +818,15 @@ class FakeTelegramAPI:
                 async with self._client.post(
                     self.webhook_url, data=json.dumps(update), headers=headers
                 ) as response:
-                    delivered = response.status == 200
+                    status = response.status
             except aiohttp.ClientError:
-                delivered = False
-            if delivered:
+                status = 0
+            self.webhook_attempts.append((update["update_id"], status))
+            if status == 200:
                 self._pending.remove(update)
                 self.webhook_deliveries.append(update["update_id"])
-                self._notify()
-            else:
+            self._notify()
+            if status != 200:
                 await asyncio.sleep(0.05)
 
     async def _stop_webhook(self) -> None:
