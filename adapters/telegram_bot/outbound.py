@@ -1,10 +1,10 @@
-"""Rendering a `Reply` as Telegram messages: split to the length limit, HTML-escaped (with
-a plain-text fallback), buttons as an inline keyboard, documents as uploads."""
+"""Rendering a `Reply` as Telegram messages: split to the length limit, as HTML (its
+Markdown as tags, everything else escaped; `markup`) with a plain-text fallback, buttons
+as an inline keyboard, documents as uploads."""
 
 from __future__ import annotations
 
 import asyncio
-import html
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -21,6 +21,7 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, TimedOut
 
 from adapters.splitting import split_text
+from adapters.telegram_bot.markup import to_html
 from bot.domain import Button, Document, Reply
 
 log = structlog.get_logger(__name__)
@@ -61,11 +62,6 @@ def chunks(text: str, limit: int = MAX_MESSAGE) -> list[str]:
         if all(utf16_len(piece) <= limit for piece in pieces):
             return pieces
         size = max(size - limit // 8, 1)
-
-
-def to_html(text: str) -> str:
-    """Our plain text, escaped for parse mode HTML (quotes need no escaping there)."""
-    return html.escape(text, quote=False)
 
 
 def keyboard(rows: tuple[tuple[Button, ...], ...]) -> InlineKeyboardMarkup | None:

@@ -225,6 +225,19 @@ async def test_html_special_characters_are_delivered_as_written(
     assert sent[0].parse_mode == "HTML"
 
 
+async def test_the_models_markdown_arrives_formatted(
+    adapter: TelegramAdapter, fake: FakeTelegramAPI, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script.append(text("**Good luck** with the *interview* on `Friday`!"))
+
+    fake.push_message(ALICE, "Wish me luck")
+    sent = await fake.wait_for_sent(ALICE)
+
+    assert sent[0].text == "Good luck with the interview on Friday!"
+    assert sent[0].raw == "<b>Good luck</b> with the <i>interview</i> on <code>Friday</code>!"
+    assert sent[0].parse_mode == "HTML"
+
+
 async def test_a_formatting_rejection_is_resent_as_plain_text(
     adapter: TelegramAdapter, fake: FakeTelegramAPI
 ) -> None:

@@ -3,13 +3,16 @@ control) and the fake Bot API's HTML checker the end-to-end tests rely on."""
 
 from __future__ import annotations
 
+import random
+
 import aiohttp
 import pytest
 from telegram.error import RetryAfter
 
 from adapters.telegram_bot.flood import FloodControl
 from adapters.telegram_bot.inbound import BotIdentity, command_is_for, strip_mention
-from adapters.telegram_bot.outbound import chunks, keyboard, to_html, utf16_len
+from adapters.telegram_bot.markup import to_html
+from adapters.telegram_bot.outbound import chunks, keyboard, utf16_len
 from bot.domain import Button
 from tests.fakes.telegram_api import TOKEN, ApiError, FakeTelegramAPI, auto_entities, parse_html
 
@@ -24,8 +27,43 @@ def test_chunks_respect_telegram_length_in_utf16_units() -> None:
 
 
 def test_escaping_survives_telegram_html_parsing() -> None:
-    written = 'a < b && c > d <b>not bold</b> "quoted" &amp; 5 * 3 _x_'
+    written = 'a < b && c > d <b>not bold</b> "quoted" &amp; 5 * 3 * 4 snake_case_name'
     assert parse_html(to_html(written)) == written
+
+
+@pytest.mark.parametrize(
+    ("markdown", "sent"),
+    [
+        ("**Good luck** on Friday!", "<b>Good luck</b> on Friday!"),
+        ("That sounds *really* hard", "That sounds <i>really</i> hard"),
+        ("_so_ proud of you", "<i>so</i> proud of you"),
+        ("**big *and* bold**", "<b>big <i>and</i> bold</b>"),
+        ("Try `git stash` first", "Try <code>git stash</code> first"),
+        ("```python\nif a < b:\n    x = **y**\n```", "<pre>if a &lt; b:\n    x = **y**</pre>"),
+        ("## Plan for today", "<b>Plan for today</b>"),
+        (
+            "[the trail](https://example.org/a?x=1&y=2) is lovely",
+            '<a href="https://example.org/a?x=1&amp;y=2">the trail</a> is lovely',
+        ),
+        ("[click](javascript:alert(1))", "[click](javascript:alert(1))"),
+        ("a lone ** and a * star", "a lone ** and a * star"),
+        ("2*3*4 and my_var_name", "2*3*4 and my_var_name"),
+        ("**unclosed bold and <tags>", "**unclosed bold and &lt;tags&gt;"),
+        ("**a *b** c*", "<b>a *b</b> c*"),
+    ],
+)
+def test_markdown_from_the_model_becomes_telegram_html(markdown: str, sent: str) -> None:
+    assert to_html(markdown) == sent
+    parse_html(sent)  # Telegram accepts it
+
+
+def test_any_text_converts_to_html_telegram_accepts() -> None:
+    markers = ["**", "*", "_", "`", "```", "[", "](", "https://x.org/", ")", "# ", "<", "&", "\n"]
+    words = ["a", "b c", "d_e", " "]
+    rng = random.Random(3)
+    for _ in range(2000):
+        text = "".join(rng.choice(markers + words) for _ in range(rng.randint(1, 14)))
+        parse_html(to_html(text))  # never malformed, whatever the model writes
 
 
 @pytest.mark.parametrize(
