@@ -95,6 +95,16 @@ async def eventually_stored(core: Core, count: int, within: float) -> list[tuple
         await asyncio.sleep(0.1)
 
 
+def assert_all_kept_and_answered(
+    stored: list[tuple[int, str, str]], pushed: list[tuple[int, int]]
+) -> None:
+    """Every message pushed is stored once, and answered."""
+    assert sorted((chat, message_id) for chat, message_id, _ in stored) == sorted(
+        (chat, str(message_id)) for chat, message_id in pushed
+    ), "a message that arrived during the outage was lost"
+    assert {status for *_, status in stored} == {"answered"}
+
+
 async def test_a_database_restart_loses_no_message_and_the_bot_reconnects(
     core: Core, database: RestartableDatabase
 ) -> None:
@@ -115,10 +125,7 @@ async def test_a_database_restart_loses_no_message_and_the_bot_reconnects(
         stored = await eventually_stored(core, len(pushed), within=8)
         await asyncio.sleep(0.3)  # anything sent twice would arrive now
 
-    assert sorted((chat, message_id) for chat, message_id, _ in stored) == sorted(
-        (chat, str(message_id)) for chat, message_id in pushed
-    ), "messages sent during the outage were lost"
-    assert {status for *_, status in stored} == {"answered"}
+    assert_all_kept_and_answered(stored, pushed)
     replies = [m.text for person in (ALICE, BOB) for m in fake.sent[person]]
     assert replies and set(replies) == {ANSWER}
     assert len(fake.sent[ALICE]) <= 2 and 1 <= len(fake.sent[BOB]) <= 2
@@ -154,9 +161,6 @@ async def test_in_webhook_mode_an_update_arriving_during_an_outage_comes_back_an
         stored = await eventually_stored(core, len(pushed), within=8)
         await asyncio.sleep(0.3)  # anything handled twice would show now
 
-    assert sorted((chat, message_id) for chat, message_id, _ in stored) == sorted(
-        (chat, str(message_id)) for chat, message_id in pushed
-    ), "the message that arrived during the outage was lost"
-    assert {status for *_, status in stored} == {"answered"}
+    assert_all_kept_and_answered(stored, pushed)
     assert fake.webhook_deliveries.count(update_id) == 1
     assert [m.text for m in fake.sent[BOB]] == [ANSWER]
