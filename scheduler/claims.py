@@ -230,13 +230,16 @@ async def claim_checkins(
         people = (await db.execute(_DUE_PEOPLE, {"now": now, "limit": config.batch_size})).all()
         if not people:
             return [], 0
+        upcoming: dict[tuple[str, time | None], datetime | None] = {}  # shared by many
+        for p in people:
+            if not p.paused and (p.timezone, p.checkin_time) not in upcoming:
+                upcoming[p.timezone, p.checkin_time] = next_checkin(now, p.timezone, p.checkin_time)
         await db.execute(
             _ADVANCE,
             {
                 "ids": [p.id for p in people],
                 "next_at": [
-                    None if p.paused else next_checkin(now, p.timezone, p.checkin_time)
-                    for p in people
+                    None if p.paused else upcoming[p.timezone, p.checkin_time] for p in people
                 ],
             },
         )
