@@ -92,23 +92,25 @@ class ConfirmingWebhook:
         self._in_flight += 1
         self._idle.clear()
         try:
-            body = await request.json()
-            if not isinstance(body, dict) or not isinstance(body.get("update_id"), int):
-                raise ValueError("not an update")
-            update = Update.de_json(body, self._app.bot)
-        except ValueError:  # a JSON decoding error is a ValueError too
-            log.warning("telegram.webhook_malformed")
-            self._left()
-            return web.Response(status=400)
-        try:
+            update = await self._read(request)
+            if update is None:
+                log.warning("telegram.webhook_malformed")
+                return web.Response(status=400)
             return await self._handle(update)
         finally:
-            self._left()
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
 
-    def _left(self) -> None:
-        self._in_flight -= 1
-        if self._in_flight == 0:
-            self._idle.set()
+    async def _read(self, request: web.Request) -> Update | None:
+        """The update in the request's body; None when it is not one."""
+        try:
+            body = await request.json()
+            if not isinstance(body, dict) or not isinstance(body.get("update_id"), int):
+                return None
+            return Update.de_json(body, self._app.bot)
+        except Exception:  # whatever a forged body makes the parsers raise
+            return None
 
     async def _handle(self, update: Update) -> web.Response:
         """Handle the update; 200 once it went through (or was given up), else 500."""

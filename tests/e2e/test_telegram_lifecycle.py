@@ -131,7 +131,7 @@ async def test_webhook_mode_receives_updates_and_rejects_a_wrong_secret(
             async with client.post(url, json=forged, headers=headers) as response:
                 assert response.status == 403
             headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
-            for body in ("not json", "[1, 2]", '{"message": {}}'):
+            for body in ("not json", "[1, 2]", '{"message": {}}', '{"update_id": 5, "message": 7}'):
                 async with client.post(url, data=body, headers=headers) as response:
                     assert response.status == 400
 
