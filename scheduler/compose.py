@@ -17,6 +17,7 @@ from bot.prompting import HIDDEN_STATUSES, dynamic_system
 from bot.timing import zone
 from memory.context import assemble_context
 from memory.extraction_prompt import strip_memory_blocks
+from memory.log_statements import stored_messages
 from memory.records import Person, StoredMessage
 from memory.tables import Message
 from memory.tables import Session as SessionRow
@@ -85,15 +86,7 @@ async def _latest_session(deps: SchedulerDeps, user_id: int) -> tuple[str, list[
         .subquery()
     )
     recent = (
-        select(
-            Message.id,
-            Message.user_id,
-            Message.session_id,
-            Message.role,
-            Message.content,
-            Message.created_at,
-            Message.status,
-        )
+        stored_messages()
         .where(Message.user_id == user_id, Message.session_id == latest.c.id)
         .order_by(Message.id.desc())
         .limit(LAST_TURNS * 3)
