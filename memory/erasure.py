@@ -138,12 +138,13 @@ async def erase_messages(
 async def erase_followup_texts(
     db: AsyncSession, *, user_ids: Sequence[int], memory_ids: Sequence[int]
 ) -> None:
-    """Erase the text kept in these people's outbox of follow-ups about these memories."""
+    """Erase the text kept in these people's outbox of follow-ups about these memories,
+    and unlink them (the memories are about to be deleted)."""
     if memory_ids:
         await db.execute(
             update(Outreach)
             .where(Outreach.user_id.in_(list(user_ids)), Outreach.memory_id.in_(list(memory_ids)))
-            .values(text=None)
+            .values(text=None, memory_id=None)
         )
 
 

@@ -56,6 +56,17 @@ class User(Base):
     """One person."""
 
     __tablename__ = "users"
+    __table_args__ = (
+        Index("ix_users_next_checkin", "next_checkin_at"),
+        Index("ix_users_next_patrol", "next_patrol_at"),
+        Index(
+            "ix_users_unscheduled",
+            "id",
+            postgresql_where=text(
+                "next_checkin_at IS NULL AND checkin_time IS NOT NULL AND NOT paused"
+            ),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     display_name: Mapped[str | None] = mapped_column(String(200))
@@ -67,6 +78,8 @@ class User(Base):
     memory_notices: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
     reachable: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
     next_checkin_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    next_patrol_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_patrol_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     memory_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     session_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     """The person's sessions counted by the nightly patrol so far (decay counts with it)."""
@@ -201,11 +214,50 @@ class Memory(Base):
             "ix_memories_person_events",
             "user_id",
             "event_at",
+            postgresql_include=["id", "created_at"],
             postgresql_where=text(
                 "category = 'event' AND valid_until IS NULL AND status IN ('active', 'dying')"
             ),
         ),
         Index("ix_memories_tsv", "tsv", postgresql_using="gin"),
+        # Follow-ups: events whose time has passed, across everyone.
+        Index(
+            "ix_memories_event_due",
+            "event_at",
+            postgresql_where=text("category = 'event' AND valid_until IS NULL"),
+        ),
+        # The nightly patrol reads only the rows a step can change, never all of a person's.
+        Index(
+            "ix_memories_patrol_expiry",
+            "user_id",
+            "expires_at",
+            postgresql_where=text(
+                "tier = 'active' AND valid_until IS NULL AND status IN ('active', 'dying') "
+                "AND NOT pinned"
+            ),
+        ),
+        Index(
+            "ix_memories_dying",
+            "user_id",
+            postgresql_where=text("status = 'dying' AND valid_until IS NULL"),
+        ),
+        Index(
+            "ix_memories_trash",
+            "user_id",
+            "forgotten_at",
+            postgresql_where=text("status = 'forgotten'"),
+        ),
+        Index(
+            "ix_memories_user_created",
+            "user_id",
+            "created_at",
+            postgresql_where=text("valid_until IS NULL AND status IN ('active', 'dying')"),
+        ),
+        Index(
+            "ix_memories_superseded_by",
+            "superseded_by",
+            postgresql_where=text("superseded_by IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -247,7 +299,17 @@ class MemoryEvent(Base):
     """Audit trail: who did what to which memory, and when. Powers undo and history."""
 
     __tablename__ = "memory_events"
-    __table_args__ = (Index("ix_memory_events_user", "user_id", "id"),)
+    __table_args__ = (
+        Index("ix_memory_events_user", "user_id", "id"),
+        Index("ix_memory_events_memory", "memory_id"),
+        # Threads and goals mentioned again since the last patrol (promotion to core).
+        Index(
+            "ix_memory_events_refresh",
+            "user_id",
+            "created_at",
+            postgresql_where=text("action = 'refresh'"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
@@ -262,6 +324,10 @@ class ButtonAction(Base):
     """The meaning behind a button's opaque token, for one person, until it expires."""
 
     __tablename__ = "button_actions"
+    __table_args__ = (
+        Index("ix_button_actions_user", "user_id"),
+        Index("ix_button_actions_expires", "expires_at"),
+    )
 
     token: Mapped[str] = mapped_column(String(24), primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
@@ -295,13 +361,16 @@ class Outreach(Base):
         Index(
             "ix_outreach_merged", "merged_into", postgresql_where=text("merged_into IS NOT NULL")
         ),
+        Index("ix_outreach_memory", "memory_id", postgresql_where=text("memory_id IS NOT NULL")),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     kind: Mapped[str] = mapped_column(String(16))
     idempotency_key: Mapped[str] = mapped_column(String(200), unique=True)
-    memory_id: Mapped[int | None] = mapped_column(ForeignKey("memories.id", ondelete="SET NULL"))
+    # The followed-up memory. Not a foreign key: checking one locked (wrote) the memory's
+    # row for every follow-up claimed; the trash purge clears it instead (migration 0010).
+    memory_id: Mapped[int | None] = mapped_column(BigInteger)
     merged_into: Mapped[int | None] = mapped_column(ForeignKey("outreach.id", ondelete="CASCADE"))
     status: Mapped[str] = mapped_column(String(16), server_default="pending")
     reason: Mapped[str | None] = mapped_column(String(32))

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from functools import lru_cache
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -38,10 +39,40 @@ LIMIT :limit
 FOR NO KEY UPDATE SKIP LOCKED
 """)
 
-_ADVANCE = text("""
+_ADVANCE_SQL = """
 UPDATE users AS u SET next_checkin_at = v.next_at
 FROM unnest(CAST(:ids AS bigint[]), CAST(:next_at AS timestamptz[])) AS v(id, next_at)
 WHERE u.id = v.id
+"""
+_ADVANCE = text(_ADVANCE_SQL)
+
+# The claim's writes in one statement: advance the batch's next check-in, write today's
+# check-in rows, and fold the due follow-ups into the check-ins actually claimed (pending
+# and new: a row that already existed conflicts and is not returned).
+_CLAIM = text(f"""
+WITH advanced AS ({_ADVANCE_SQL}), checkins AS (
+    INSERT INTO outreach (user_id, kind, idempotency_key, status, reason, due_at, lease_until,
+                          claim_token, created_at)
+    SELECT v.user_id, 'checkin', v.key, v.status, v.reason, v.due_at,
+           CASE WHEN v.status = 'pending' THEN CAST(:lease_until AS timestamptz) END,
+           CASE WHEN v.status = 'pending' THEN CAST(:token AS text) END,
+           CAST(:now AS timestamptz)
+    FROM unnest(CAST(:user_ids AS bigint[]), CAST(:keys AS text[]), CAST(:statuses AS text[]),
+                CAST(:reasons AS text[]), CAST(:due AS timestamptz[]))
+         AS v(user_id, key, status, reason, due_at)
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id, user_id, kind, status, reason, due_at
+), folded AS (
+    INSERT INTO outreach (user_id, kind, idempotency_key, memory_id, merged_into, status, due_at,
+                          created_at)
+    SELECT f.user_id, 'followup', f.key, f.memory_id, c.id, 'pending', CAST(:now AS timestamptz),
+           CAST(:now AS timestamptz)
+    FROM unnest(CAST(:event_user_ids AS bigint[]), CAST(:event_ids AS bigint[]),
+                CAST(:event_keys AS text[])) AS f(user_id, memory_id, key)
+    JOIN checkins AS c ON c.user_id = f.user_id AND c.status = 'pending'
+    ON CONFLICT (idempotency_key) DO NOTHING
+)
+SELECT * FROM checkins
 """)
 
 _INSERT = text("""
@@ -60,29 +91,33 @@ ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING id, user_id, kind, status, reason, due_at
 """)
 
+# Live events in the follow-up window (the columns of ix_memories_person_events, so a
+# batch's lookup reads only that index).
+_LIVE_EVENTS = """SELECT id, user_id, event_at, created_at FROM memories
+    WHERE category = 'event' AND valid_until IS NULL AND status IN ('active', 'dying')
+      AND event_at <= :latest AND event_at > :earliest"""
 _DUE_EVENTS = """
 SELECT m.id, m.user_id, m.event_at, m.created_at, u.timezone, u.next_checkin_at
 FROM {source} JOIN users AS u ON u.id = m.user_id
-WHERE m.category = 'event' AND m.valid_until IS NULL AND m.status IN ('active', 'dying')
-  AND m.event_at <= :latest AND m.event_at > :earliest
-  AND (m.event_at, m.id) > (:after_at, :after_id)
+WHERE (m.event_at, m.id) > (:after_at, :after_id)
   AND NOT EXISTS (SELECT 1 FROM outreach AS o
-                  WHERE o.idempotency_key = 'followup:' || m.user_id || ':' || m.id)
+                  WHERE o.idempotency_key = 'followup:' || m.user_id || ':' || m.id
+                  OFFSET 0)
   AND NOT EXISTS (SELECT 1 FROM memories AS p JOIN outreach AS o ON o.memory_id = p.id
                   WHERE p.user_id = m.user_id AND p.superseded_by = m.id
-                    AND p.event_at = m.event_at)
+                    AND p.event_at = m.event_at
+                  OFFSET 0)
 ORDER BY m.event_at, m.id
 LIMIT :limit
 """
-_EVERYONE = "memories AS m"
+# OFFSET 0 keeps each NOT EXISTS a lookup per candidate event in the outbox's indexes:
+# as an anti join the planner may hash the whole outbox, which grows every day.
+_EVERYONE = f"({_LIVE_EVENTS}) AS m"
 # For a batch of people, look each one's events up by person: scanning everyone's due
 # events and keeping the batch's read thousands of rows for a handful.
-_THESE_PEOPLE = """unnest(CAST(:user_ids AS bigint[])) AS these(user_id)
+_THESE_PEOPLE = f"""unnest(CAST(:user_ids AS bigint[])) AS these(user_id)
 CROSS JOIN LATERAL (
-    SELECT * FROM memories AS e
-    WHERE e.user_id = these.user_id AND e.category = 'event' AND e.valid_until IS NULL
-      AND e.status IN ('active', 'dying')
-      AND e.event_at <= :latest AND e.event_at > :earliest
+    {_LIVE_EVENTS} AND user_id = these.user_id
     OFFSET 0  -- keep this a per-person index lookup, whatever the planner guesses
 ) AS m"""
 
@@ -133,7 +168,13 @@ def effective_time(event_at: datetime, tz_name: str) -> datetime:
 
 def checkin_key(user_id: int, due_at: datetime, tz_name: str) -> str:
     """One check-in per person per local date."""
-    return f"checkin:{user_id}:{due_at.astimezone(zone(tz_name)).date().isoformat()}"
+    return f"checkin:{user_id}:{_local_day(due_at, tz_name)}"
+
+
+@lru_cache(maxsize=4096)
+def _local_day(instant: datetime, tz_name: str) -> str:
+    """The local date at `instant`, ISO-formatted (a batch shares a few instants)."""
+    return local_date(instant, tz_name).isoformat()
 
 
 def followup_key(user_id: int, memory_id: int) -> str:
@@ -225,7 +266,6 @@ async def claim_checkins(
     (skipped as missed when it is older than the grace window), folding in due
     follow-ups; returns the pending claims and how many people were taken."""
     token = new_token()
-    lease_until = now + config.lease
     async with sessions.begin() as db:
         people = (await db.execute(_DUE_PEOPLE, {"now": now, "limit": config.batch_size})).all()
         if not people:
@@ -234,26 +274,40 @@ async def claim_checkins(
         for p in people:
             if not p.paused and (p.timezone, p.checkin_time) not in upcoming:
                 upcoming[p.timezone, p.checkin_time] = next_checkin(now, p.timezone, p.checkin_time)
-        await db.execute(
-            _ADVANCE,
+        rows = [_checkin_row(p.id, p.timezone, p.next_checkin_at, now, config) for p in people]
+        pending = [r.user_id for r in rows if r.status == "pending"]
+        events: list[DueEvent] = []
+        if pending:
+            events, _ = await due_events(
+                db, now=now, config=config, user_ids=pending, limit=10 * len(pending)
+            )
+        result = await db.execute(
+            _CLAIM,
             {
                 "ids": [p.id for p in people],
                 "next_at": [
                     None if p.paused else upcoming[p.timezone, p.checkin_time] for p in people
                 ],
+                "user_ids": [r.user_id for r in rows],
+                "keys": [r.key for r in rows],
+                "statuses": [r.status for r in rows],
+                "reasons": [r.reason for r in rows],
+                "due": [r.due_at for r in rows],
+                "event_user_ids": [e.user_id for e in events],
+                "event_ids": [e.memory_id for e in events],
+                "event_keys": [followup_key(e.user_id, e.memory_id) for e in events],
+                "lease_until": now + config.lease,
+                "token": token,
+                "now": now,
             },
         )
-        rows = [_checkin_row(p.id, p.timezone, p.next_checkin_at, now, config) for p in people]
-        inserted = await _insert(db, rows, now=now, token=token, lease_until=lease_until)
-        claims = [
-            Claim(r.id, r.user_id, r.kind, token, r.due_at)
-            for r in inserted
-            if r.status == "pending"
-        ]
-        await _fold_followups(db, claims, now=now, config=config, token=token)
+        inserted = result.all()
     for row in inserted:
         if row.status != "pending":
             metrics.record_outreach(row.kind, row.status, row.reason)
+    claims = [
+        Claim(r.id, r.user_id, r.kind, token, r.due_at) for r in inserted if r.status == "pending"
+    ]
     return claims, len(people)
 
 
@@ -265,30 +319,6 @@ def _checkin_row(
     if now - due_at > config.grace:
         return _Row(user_id, "checkin", key, due_at, status="skipped", reason="missed")
     return _Row(user_id, "checkin", key, due_at)
-
-
-async def _fold_followups(
-    db: AsyncSession, claims: Sequence[Claim], *, now: datetime, config: SchedulerConfig, token: str
-) -> None:
-    """Due follow-ups of people getting a check-in now go into that check-in."""
-    if not claims:
-        return
-    by_user = {c.user_id: c.id for c in claims}
-    events, _ = await due_events(
-        db, now=now, config=config, user_ids=list(by_user), limit=10 * len(claims)
-    )
-    rows = [
-        _Row(
-            e.user_id,
-            "followup",
-            followup_key(e.user_id, e.memory_id),
-            now,
-            memory_id=e.memory_id,
-            merged_into=by_user[e.user_id],
-        )
-        for e in events
-    ]
-    await _insert(db, rows, now=now, token=token, lease_until=now)
 
 
 def _waits_for_checkin(event: DueEvent, now: datetime) -> bool:

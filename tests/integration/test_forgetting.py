@@ -173,6 +173,7 @@ async def test_the_repository_purge_also_erases_the_words_and_follow_ups(
     async with core.sessions() as db:
         (outreach,) = (await db.scalars(select(Outreach))).all()
     assert outreach.text is None and outreach.status == "sent"  # the record stays, not the words
+    assert outreach.memory_id is None  # nor its link to the memory, which is gone
 
 
 async def test_the_purge_erases_the_title_of_the_thread_a_forgotten_memory_was_filed_under(
