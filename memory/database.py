@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,22 +132,36 @@ def _alembic_config(embedding_dim: int) -> Config:
     return config
 
 
-def _upgrade(connection: Connection, config: Config) -> None:
+def _to_revision(
+    connection: Connection, config: Config, step: Callable[[Config, str], None], revision: str
+) -> None:
     config.attributes["connection"] = connection
-    command.upgrade(config, "head")
+    step(config, revision)
 
 
-async def migrate(engine: AsyncEngine, *, embedding_dim: int = 256) -> None:
-    """Bring the schema to the newest revision (idempotent, serialised by a lock)."""
+async def _migrate(
+    engine: AsyncEngine, step: Callable[[Config, str], None], revision: str, embedding_dim: int
+) -> None:
     config = _alembic_config(embedding_dim)
     async with engine.begin() as conn:
         # One process migrates at a time; the others wait and then find nothing to do.
         await conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7243501)")
-        await conn.run_sync(_upgrade, config)
+        await conn.run_sync(_to_revision, config, step, revision)
     # Connections opened before the first migration created the `vector` type could not
     # learn its binary form: open new ones.
     await engine.dispose()
+
+
+async def migrate(engine: AsyncEngine, *, embedding_dim: int = 256) -> None:
+    """Bring the schema to the newest revision (idempotent, serialised by a lock)."""
+    await _migrate(engine, command.upgrade, "head", embedding_dim)
     log.info("db.migrated")
+
+
+async def downgrade(engine: AsyncEngine, revision: str, *, embedding_dim: int = 256) -> None:
+    """Undo migrations down to `revision` ("base": an empty schema)."""
+    await _migrate(engine, command.downgrade, revision, embedding_dim)
+    log.info("db.downgraded", revision=revision)
 
 
 async def wait_until_reachable(engine: AsyncEngine, *, attempts: int = 30) -> None:
