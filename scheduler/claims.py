@@ -96,6 +96,8 @@ RETURNING id, user_id, kind, status, reason, due_at
 _LIVE_EVENTS = """SELECT id, user_id, event_at, created_at FROM memories
     WHERE category = 'event' AND valid_until IS NULL AND status IN ('active', 'dying')
       AND event_at <= :latest AND event_at > :earliest"""
+# OFFSET 0 keeps each NOT EXISTS a lookup per candidate event in the outbox's indexes:
+# as an anti join the planner may hash the whole outbox, which grows every day.
 _DUE_EVENTS = """
 SELECT m.id, m.user_id, m.event_at, m.created_at, u.timezone, u.next_checkin_at
 FROM {source} JOIN users AS u ON u.id = m.user_id
@@ -110,8 +112,6 @@ WHERE (m.event_at, m.id) > (:after_at, :after_id)
 ORDER BY m.event_at, m.id
 LIMIT :limit
 """
-# OFFSET 0 keeps each NOT EXISTS a lookup per candidate event in the outbox's indexes:
-# as an anti join the planner may hash the whole outbox, which grows every day.
 _EVERYONE = f"({_LIVE_EVENTS}) AS m"
 # For a batch of people, look each one's events up by person: scanning everyone's due
 # events and keeping the batch's read thousands of rows for a handful.
@@ -187,20 +187,27 @@ def local_date(instant: datetime, tz_name: str) -> date:
     return instant.astimezone(zone(tz_name)).date()
 
 
+def _columns(rows: Sequence[_Row]) -> dict[str, list[object]]:
+    """The columns every outreach insert takes, as arrays (one element per row)."""
+    return {
+        "user_ids": [r.user_id for r in rows],
+        "keys": [r.key for r in rows],
+        "statuses": [r.status for r in rows],
+        "reasons": [r.reason for r in rows],
+        "due": [r.due_at for r in rows],
+    }
+
+
 async def _insert(
     db: AsyncSession, rows: Sequence[_Row], *, now: datetime, token: str, lease_until: datetime
 ) -> list[_Inserted]:
     if not rows:
         return []
     params = {
-        "user_ids": [r.user_id for r in rows],
+        **_columns(rows),
         "kinds": [r.kind for r in rows],
-        "keys": [r.key for r in rows],
         "memory_ids": [r.memory_id for r in rows],
         "merged_into": [r.merged_into for r in rows],
-        "statuses": [r.status for r in rows],
-        "reasons": [r.reason for r in rows],
-        "due": [r.due_at for r in rows],
         "now": now,
         "token": token,
         "lease_until": lease_until,
@@ -288,11 +295,7 @@ async def claim_checkins(
                 "next_at": [
                     None if p.paused else upcoming[p.timezone, p.checkin_time] for p in people
                 ],
-                "user_ids": [r.user_id for r in rows],
-                "keys": [r.key for r in rows],
-                "statuses": [r.status for r in rows],
-                "reasons": [r.reason for r in rows],
-                "due": [r.due_at for r in rows],
+                **_columns(rows),
                 "event_user_ids": [e.user_id for e in events],
                 "event_ids": [e.memory_id for e in events],
                 "event_keys": [followup_key(e.user_id, e.memory_id) for e in events],
