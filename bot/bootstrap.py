@@ -116,6 +116,7 @@ def conversation_config(settings: Settings) -> ConversationConfig:
 
     return ConversationConfig(
         idle_gap=timedelta(minutes=settings.session_idle_minutes),
+        recent_past=timedelta(hours=settings.recent_past_hours),
         context_tokens=settings.context_tokens,
         reply_max_tokens=settings.reply_max_tokens,
         max_message_chars=settings.max_message_chars,

@@ -47,6 +47,7 @@ class Settings(BaseSettings):
     # Conversation
     persona_file: Path | None = None
     session_idle_minutes: int = Field(30, ge=1)
+    recent_past_hours: int = Field(48, ge=0, le=24 * 14)
     context_tokens: int = Field(12000, ge=2000)
     max_message_chars: int = Field(8000, ge=100)
 

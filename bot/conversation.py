@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import structlog
@@ -19,8 +19,9 @@ from bot.domain import IncomingMessage, Reply
 from bot.errors import LLMUnavailable
 from bot.llm import LLM, Completion, LLMRequest, ToolCall, ToolResult, ToolSpec
 from bot.logs import bind_person
-from bot.prompting import TurnWindow, dynamic_system, fit_turns
+from bot.prompting import TurnWindow, dynamic_system
 from bot.text import clean_text, estimate_tokens
+from bot.transcript import TIME_NOTES, fit_history
 from bot.turns import TurnLocks
 from memory.conversations import SqlConversationStore
 from memory.ports import Clock
@@ -45,6 +46,8 @@ class ConversationConfig:
     """The knobs of a turn."""
 
     idle_gap: timedelta = timedelta(minutes=30)
+    recent_past: timedelta = timedelta(hours=48)
+    """How far back earlier sessions reach into the prompt (their turns or summaries)."""
     context_tokens: int = 12000
     reply_max_tokens: int = 1024
     max_message_chars: int = 8000
@@ -221,51 +224,84 @@ async def _build_request(
     incoming: IncomingMessage, inbound: Inbound, c: Conversation
 ) -> tuple[LLMRequest, TurnWindow] | None:
     """The prompt of a turn, or None when the message was answered meanwhile. The
-    session's turns and the memory block are read side by side. In a group, others read
-    the reply: no memory, no summary of private talk, and only this group's own turns."""
+    history (this session, and the recent past of earlier ones) and the memory block are
+    read side by side. In a group, others read the reply: no memory, no summaries of
+    private talk, and only this group's own turns."""
     person, session, private = inbound.person, inbound.session, incoming.is_private
-    reading = c.store.session_messages(
+    now = c.clock.now()
+    reading = c.store.history(
         user_id=person.id,
         session_id=session.id,
         after_id=session.summarized_through if private else None,
         chat_id=None if private else incoming.chat_id,
+        since=now - c.config.recent_past,
+        with_summaries=private,
     )
     memory_block = ""
     if c.memory is not None and private:
-        messages, memory_block = await asyncio.gather(
+        history, memory_block = await asyncio.gather(
             reading, c.memory.context_for(person, session, inbound.message.content)
         )
     else:
-        messages = await reading
-    if await _answered(messages, inbound, c):
+        history = await reading
+    if await _answered(history.current, inbound, c):
         return None
-    system = dynamic_system(
-        now=c.clock.now(),
-        timezone=person.timezone,
-        display_name=person.display_name,
-        memory=memory_block,
-        summary=session.summary if private else "",
-    )
-    if not private:
-        system += "\n\n" + GROUP_NOTE
+    summary = session.summary if private else ""
+    system = _system(inbound, memory_block, summary, private, now=now)
     budget = (
         c.config.context_tokens
         - estimate_tokens(c.persona)
         - estimate_tokens(system)
+        - estimate_tokens(TIME_NOTES)
         - c.config.reply_max_tokens
     )
-    window = fit_turns(messages, max(budget, 500), extracted_through=session.extracted_through)
+    window = fit_history(
+        history,
+        max(budget, 500),
+        timezone=person.timezone,
+        now=now,
+        extracted_through=session.extracted_through,
+        running_summary=private and session.summarized_through is not None,
+        shown_elsewhere=memory_block,
+    )
     if window.dropped:
         log.info("conversation.turns_dropped", dropped=window.dropped)
     request = LLMRequest(
         role="chat",
         stable_system=c.persona,
-        dynamic_system=system,
+        dynamic_system=_system(inbound, memory_block, summary, private, now=now, window=window),
         turns=window.turns,
         tools=c.memory.tools if c.memory is not None else (),
         max_tokens=c.config.reply_max_tokens,
     )
     return request, window
+
+
+def _system(
+    inbound: Inbound,
+    memory_block: str,
+    summary: str,
+    private: bool,
+    *,
+    now: datetime,
+    window: TurnWindow | None = None,
+) -> str:
+    """The per-turn system prompt; with the `window`, its summaries of earlier sessions
+    and the explanation of its time notes."""
+    person = inbound.person
+    system = dynamic_system(
+        now=now,
+        timezone=person.timezone,
+        display_name=person.display_name,
+        memory=memory_block,
+        summary=summary,
+        earlier=window.summaries if window is not None else "",
+    )
+    if window is not None and window.timed:
+        system += "\n\n" + TIME_NOTES
+    if not private:
+        system += "\n\n" + GROUP_NOTE
+    return system
 
 
 async def _answered(messages: list[StoredMessage], inbound: Inbound, c: Conversation) -> bool:

@@ -30,6 +30,7 @@ from memory.log_statements import (
     usage_params,
 )
 from memory.ports import Embedder
+from memory.recent_past import History, read_history
 from memory.records import (
     ConversationSession,
     Inbound,
@@ -396,6 +397,28 @@ class SqlConversationStore:
         async with self._autocommit() as db:
             rows = (await db.execute(query, params | {"limit": limit})).all()
         return [StoredMessage(*row) for row in reversed(rows)]
+
+    async def history(
+        self,
+        *,
+        user_id: int,
+        session_id: int,
+        after_id: int | None,
+        chat_id: str | None,
+        since: datetime,
+        with_summaries: bool,
+    ) -> History:
+        """What a turn may show: the session after `after_id`, and earlier sessions that
+        ended since `since` with their summaries (see `memory.recent_past`)."""
+        return await read_history(
+            self._autocommit,
+            user_id=user_id,
+            session_id=session_id,
+            after_id=after_id,
+            chat_id=chat_id,
+            since=since,
+            with_summaries=with_summaries,
+        )
 
     async def get_session(self, *, user_id: int, session_id: int) -> ConversationSession | None:
         """One session of this person's."""

@@ -86,7 +86,12 @@ async def test_an_idle_gap_closes_the_session_and_marks_it_for_extraction(
     await router.handle(says("morning"))
     clock.advance(hours=2)
     await router.handle(says("evening"))
-    assert [t.content for t in llm.requests[-1].turns] == ["evening"]
+    # The closed session still reaches the prompt (the recent past), with the pause marked.
+    assert [t.content for t in llm.requests[-1].turns] == [
+        "[Mon 09:00] morning",
+        "Tell me more.",
+        "— 2 hours later —\n[Mon 11:00] evening",
+    ]
     async with db() as s:
         sessions = (await s.scalars(select(Session).order_by(Session.id))).all()
     assert [x.closed_at is not None for x in sessions] == [True, False]

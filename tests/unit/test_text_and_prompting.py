@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from bot.commands.router import ParsedCommand, parse_command
-from bot.prompting import dynamic_system, fit_turns, local_time_line
+from bot.prompting import TurnWindow, dynamic_system, local_time_line
 from bot.text import clean_text
+from bot.transcript import fit_history
+from memory.recent_past import History
 from memory.records import StoredMessage
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -14,6 +16,11 @@ NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 def _message(i: int, content: str, role: str = "user", status: str = "stored") -> StoredMessage:
     return StoredMessage(i, 1, 1, role, content, NOW, status)
+
+
+def fit_turns(messages: list[StoredMessage], budget_tokens: int) -> TurnWindow:
+    """The current session alone, as one turn fits it."""
+    return fit_history(History(messages, [], []), budget_tokens, timezone="UTC", now=NOW)
 
 
 def test_clean_text_keeps_emoji_rtl_and_newlines() -> None:
