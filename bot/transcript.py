@@ -148,7 +148,8 @@ def fit_earlier(
 ) -> tuple[list[StoredMessage], list[SessionDigest]]:
     """Earlier sessions within `room` tokens, newest first: whole sessions while they fit;
     then the newest turns of the first that does not (leaving room for its summary) and
-    its summary; then only summaries, until one does not fit. When the read was cut
+    its summary; then only summaries, until one does not fit. A session with no turns to
+    show (all before the window) is shown by its summary. When the read was cut
     (`complete` False) the oldest session read is treated as not whole. Both lists come
     back oldest first."""
     by_session: dict[int, list[StoredMessage]] = {}
@@ -162,7 +163,7 @@ def fit_earlier(
     for session_id in sorted(set(by_session) | set(summary_of), reverse=True):
         turns = by_session.get(session_id, [])
         digest = summary_of.get(session_id)
-        if taking_turns:
+        if taking_turns and turns:
             if session_id != cut and _cost(turns) <= room:
                 kept[:0] = turns
                 room -= _cost(turns)

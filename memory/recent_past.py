@@ -44,11 +44,16 @@ current_part AS (
 ),
 earlier_part AS (
     SELECT m.id, m.session_id, m.role, m.content, m.created_at, m.status
-    FROM messages AS m
-    WHERE m.user_id = :uid AND m.session_id IN (SELECT id FROM earlier_sessions)
-      AND m.created_at >= :since
-      AND m.status NOT IN ('forgotten', 'apology', 'too_long')
-      AND (:chat IS NULL OR m.chat_id = :chat)
+    FROM earlier_sessions AS e
+    CROSS JOIN LATERAL (
+        SELECT m.id, m.session_id, m.role, m.content, m.created_at, m.status
+        FROM messages AS m
+        WHERE m.session_id = e.id AND m.user_id = :uid AND m.created_at >= :since
+          AND m.status NOT IN ('forgotten', 'apology', 'too_long')
+          AND (:chat IS NULL OR m.chat_id = :chat)
+        ORDER BY m.id DESC
+        LIMIT :limit
+    ) AS m
     ORDER BY m.id DESC
     LIMIT :limit
 )
