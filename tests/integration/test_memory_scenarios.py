@@ -57,7 +57,8 @@ async def test_a_fact_from_one_session_is_in_the_prompt_of_a_later_one(
     scripted_llm.tools["record_memories"] = extractor
     await _turn(core, "I work as a nurse at Rigshospitalet, long shifts lately")
     assert "nurse" not in _memory_block(scripted_llm)
-    await _new_session(core, clock)
+    # Past the recent past (48 h), the earlier turns are gone: only memory carries the fact.
+    await _new_session(core, clock, hours=49)
     await _turn(core, "Hi again!")
     block = _memory_block(scripted_llm)
     assert "<memory>" in block and "works as a nurse at Rigshospitalet" in block

@@ -264,3 +264,15 @@ def test_the_summaries_section_is_delimited_data_with_local_times() -> None:
     assert lines[3] == "- Tue 09:00–09:30: Morning chat."
     assert section.count("</earlier_conversations>") == 1
     assert summaries_section([], zone=CPH, now=at(24)) == ""
+
+
+def test_only_the_current_session_counts_towards_its_running_summary_and_extraction() -> None:
+    history = History(
+        current=[msg(10, "short", at(5), session=2, status="stored")],
+        earlier=[msg(i, "w" * 900, at(i / 100), session=1) for i in range(1, 9)],
+        digests=[],
+    )
+    window = fit_history(history, 1000, timezone="UTC", now=at(5), extracted_through=0)
+    assert not window.needs_summary  # earlier sessions are never folded into this one
+    assert window.unextracted == 1 and window.last_user_message_id == 10
+    assert 0 < window.earlier_turns < 8 and window.dropped == 0
