@@ -62,7 +62,8 @@ async def message_id(db: Db, content: str) -> int:
     return found
 
 
-async def in_copenhagen(conversation: Conversation, router: Router) -> None:
+async def in_copenhagen(conversation: Conversation) -> None:
+    """Alice, living in Copenhagen."""
     person = await conversation.store.ensure_person(
         platform="console", platform_user_id="alice", chat_id="chat-alice", display_name="Alice"
     )
@@ -72,7 +73,7 @@ async def in_copenhagen(conversation: Conversation, router: Router) -> None:
 async def test_a_conversation_resumed_two_hours_later_shows_what_was_said_before(
     router: Router, conversation: Conversation, llm: ScriptedLLM, clock: FakeClock, db: Db
 ) -> None:
-    await in_copenhagen(conversation, router)
+    await in_copenhagen(conversation)
     clock.current = utc(2, 9)
     llm.script.append(text("Good luck with the dentist!"))
     await router.handle(says("I'm off to the dentist, a bit nervous"))
@@ -93,7 +94,7 @@ async def test_a_conversation_resumed_two_hours_later_shows_what_was_said_before
 async def test_after_a_night_the_model_reads_the_next_day(
     router: Router, conversation: Conversation, llm: ScriptedLLM, clock: FakeClock
 ) -> None:
-    await in_copenhagen(conversation, router)
+    await in_copenhagen(conversation)
     clock.current = utc(2, 21, 30)  # 22:30 in Copenhagen
     llm.script.append(text("Sleep well!"))
     await router.handle(says("going to bed, big day tomorrow"))
@@ -159,7 +160,7 @@ async def test_an_older_session_that_does_not_fit_is_shown_by_its_summary(
 ) -> None:
     small = dataclasses.replace(conversation, config=ConversationConfig(context_tokens=3000))
     router = Router(small)
-    await in_copenhagen(small, router)
+    await in_copenhagen(small)
     clock.current = utc(2, 18)
     parts = [
         f"Part {n} of the moving story: " + "we packed boxes all day. " * 60 for n in (1, 2, 3)
