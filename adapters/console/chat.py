@@ -44,7 +44,7 @@ def machine_zone(localtime: Path = Path("/etc/localtime")) -> str | None:
         ZoneInfo(named)
     except (ZoneInfoNotFoundError, ValueError, OSError):
         return None
-    return named if "/" in named else None
+    return named if "/" in named and not named.startswith("Etc/") else None
 
 
 class ConsoleChat:
