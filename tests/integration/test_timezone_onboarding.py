@@ -17,7 +17,14 @@ from scheduler.checkins import minute_tick
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.delivery import RecordingDelivery
-from tests.integration.test_scheduler_support import scheduler_deps
+from tests.integration.test_scheduler_support import (
+    add_person,
+    drafts,
+    outreach_rows,
+    recording,
+    remember_event,
+    scheduler_deps,
+)
 from tests.support.catalog import user_id_of
 from tests.support.commands import labels, press, run
 
@@ -143,3 +150,21 @@ async def test_start_asks_with_buttons_and_the_first_message_does_not_ask_again(
     assert QUESTION not in reply.text
     await press(core, start, "London")
     assert "Your timezone is Europe/London" in (await run(core, "/start")).text
+
+
+async def test_a_followup_waits_until_the_timezone_is_known(
+    core: Core, clock: FakeClock, scripted_llm: ScriptedLLM
+) -> None:
+    delivery = recording(core)
+    drafts(scripted_llm, message="How did the interview go?")
+    alice = await add_person(core, checkin=None)
+    await core.store.update_person(alice, timezone_known=False)
+    await remember_event(core, alice, "Job interview", datetime(2026, 3, 2, 14, 0, tzinfo=UTC))
+    deps = scheduler_deps(core)
+    clock.current = datetime(2026, 3, 2, 16, 30, tzinfo=UTC)
+    await minute_tick(deps)
+    assert delivery.sent == [] and await outreach_rows(core, alice) == []
+
+    await run(core, "/timezone Europe/London")
+    await minute_tick(deps)
+    assert [m.text for _, m in delivery.sent] == ["How did the interview go?"]
