@@ -24,7 +24,6 @@ from bot.bootstrap import Core
 from bot.domain import IncomingMessage, Reply
 from bot.llm import LLMRequest
 from memory.tables import Message
-from tests.support.timezone_question import answer_part
 from tests.fakes.chat_llm import ScriptedLLM, text
 from tests.fakes.discord_api import (
     GUILD_CHANNEL_ID,
@@ -32,6 +31,7 @@ from tests.fakes.discord_api import (
     FakeDiscord,
     SentMessage,
 )
+from tests.support.timezone_question import answer_part
 
 ALICE = 310_000_000_000_000_001
 BOB = 310_000_000_000_000_002

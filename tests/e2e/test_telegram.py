@@ -26,9 +26,9 @@ from bot.config import Settings
 from bot.domain import IncomingMessage, Reply
 from bot.llm import Completion, LLMRequest
 from memory.tables import Identity, Message
-from tests.support.timezone_question import answer_part
 from tests.fakes.chat_llm import ScriptedLLM, text
 from tests.fakes.telegram_api import TOKEN, FakeTelegramAPI, escape
+from tests.support.timezone_question import answer_part
 
 ALICE = 1001
 BOB = 1002
