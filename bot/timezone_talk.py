@@ -14,11 +14,13 @@ from bot.zone_guess import offset_for_clock, offset_of, zones_at_offset
 
 MAX_ZONES = 4
 
+# "I live in …" says where they are whatever the case of the name; "I'm in …" only with
+# a capitalised name ("I'm in Lisbon", not "I'm in love").
 _PLACE = re.compile(
-    r"\b(?:i\s+(?:now\s+)?live\s+in|i'?m\s+living\s+in|i\s+am\s+living\s+in"
+    r"\b(?:(?P<strong>i\s+(?:now\s+)?live\s+in|i'?m\s+living\s+in|i\s+am\s+living\s+in"
     r"|i(?:'ve|\s+have)?\s+(?:just\s+|recently\s+)?moved\s+to|i'?m\s+based\s+in"
-    r"|i\s+am\s+based\s+in|here\s+in|i'?m\s+(?:now\s+)?in|i\s+am\s+(?:now\s+)?in)"
-    r"\s+([^\n.!?;:()]{2,60})",
+    r"|i\s+am\s+based\s+in)|here\s+in|i'?m\s+(?:now\s+)?in|i\s+am\s+(?:now\s+)?in)"
+    r"\s+(?P<place>[^\n.!?;:()]{2,60})",
     re.IGNORECASE,
 )
 _CLOCK = re.compile(
@@ -44,11 +46,11 @@ class ZoneMention:
 def mentioned_place(text: str) -> ZoneMention | None:
     """'I live in Berlin' → Europe/Berlin; a place of several zones → those."""
     for match in _PLACE.finditer(text):
-        phrase = _ARTICLE.sub("", _STOP.sub("", match[1].strip()))
+        phrase = _ARTICLE.sub("", _STOP.sub("", match["place"].strip()))
         words = phrase.split()
         for n in range(min(len(words), 4), 0, -1):
             candidate = " ".join(words[:n]).strip(" ,")
-            if len(candidate) < 3 or not candidate[0].isupper():
+            if len(candidate) < 3 or not (match["strong"] or candidate[0].isupper()):
                 continue
             answer = find_timezone(candidate)
             if answer.timezone is not None:

@@ -125,16 +125,18 @@ def offset_of(zone: str, now: datetime) -> timedelta:
 
 def offset_for_clock(now: datetime, local_minutes: int, slack: int = 20) -> timedelta | None:
     """The UTC offset at which the local clock reads `local_minutes` after midnight at
-    `now`, to the nearest quarter hour (people round: 'it's 3pm' at 14:52); None when no
-    real offset is within `slack` minutes."""
+    `now`: the nearest whole hour when within `slack` minutes (people round: 'it's 3pm'
+    at 14:52), else the nearest quarter hour (India, Nepal); None when neither is."""
     utc_minutes = now.hour * 60 + now.minute
     diff = (local_minutes - utc_minutes) % 1440
     if diff >= 14 * 60 + slack:  # offsets run from -12:00 to +14:00
         diff -= 1440
-    quarter = round(diff / 15) * 15
-    if abs(diff - quarter) > slack or not -12 * 60 <= quarter <= 14 * 60:
+    nearest = round(diff / 60) * 60
+    if abs(diff - nearest) > slack:
+        nearest = round(diff / 15) * 15
+    if abs(diff - nearest) > slack or not -12 * 60 <= nearest <= 14 * 60:
         return None
-    return timedelta(minutes=quarter)
+    return timedelta(minutes=nearest)
 
 
 def zones_at_offset(now: datetime, offset: timedelta, slack: timedelta) -> tuple[str, ...]:
