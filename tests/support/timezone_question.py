@@ -11,3 +11,8 @@ def answer_part(text: str) -> str:
     answer, sep, _ = text.rpartition(f"\n\n{QUESTION}")
     assert sep, f"no timezone question in {text[-200:]!r}"
     return answer
+
+
+def plain(text: str) -> str:
+    """The reply without the timezone question, if it carries one (first contact)."""
+    return text.split(f"\n\n{QUESTION}", 1)[0]
