@@ -43,7 +43,7 @@ async def test_run_answers_on_telegram_and_stops_on_sigterm(
         try:
             telegram.push_message(ALICE, "hi from telegram", first_name="Alice")
             sent = await telegram.wait_for_sent(ALICE, within=30)
-            assert [m.text for m in sent] == ["Hello from the real process."]
+            assert [plain(m.text) for m in sent] == ["Hello from the real process."]
         finally:
             process.send_signal(signal.SIGTERM)
             _out, err = await asyncio.wait_for(process.communicate(), timeout=30)
