@@ -25,6 +25,7 @@ from bot.llm_tools import LLMToolCaller
 from bot.memory_gateway import MemoryServices, MemorySettings
 from bot.outbound import Outbound
 from bot.prompting import load_persona
+from bot.timezone_onboarding import TimezoneOnboarding
 from memory.actions import SqlActionStore
 from memory.conversations import SqlConversationStore
 from memory.database import (
@@ -213,6 +214,7 @@ async def build_core(
         config=conversation_config(settings),
         background=background,
         memory=memory,
+        extras=TimezoneOnboarding(commands),
     )
     router = Router(conversation)
     install_commands(router, commands)

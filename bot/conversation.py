@@ -73,6 +73,15 @@ class MemoryGateway(Protocol):
         ...
 
 
+class ReplyExtras(Protocol):
+    """What may be added to a reply after it is stored (the timezone question or an offer
+    to set it: never part of what the model said)."""
+
+    async def after_reply(self, person: Person, incoming: IncomingMessage, reply: Reply) -> Reply:
+        """`reply`, perhaps with something added."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """The collaborators of a turn."""
@@ -85,6 +94,7 @@ class Conversation:
     background: BackgroundTasks
     memory: MemoryGateway | None = None
     turns: TurnLocks = field(default_factory=TurnLocks)
+    extras: ReplyExtras | None = None
 
 
 async def record_message(incoming: IncomingMessage, *, conversation: Conversation) -> None:
@@ -188,6 +198,8 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
     )
     if c.memory is not None:
         c.memory.after_turn(person, inbound, window)
+    if c.extras is not None:
+        return await c.extras.after_reply(person, incoming, Reply(reply_text))
     return Reply(reply_text)
 
 

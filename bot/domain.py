@@ -18,6 +18,10 @@ class IncomingMessage:
     platform_message_id: str | None = None
     sent_at: datetime | None = None
     is_private: bool = True
+    locale: str | None = None
+    """The person's language tag as the platform tells it ('en-US', 'de'), if it does."""
+    local_zone: str | None = None
+    """The IANA zone of the machine the person types on (the terminal), if known."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@ and the background work after a turn (extraction, summaries, memory notices)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -12,9 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot import metrics
 from bot.background import BackgroundTasks
 from bot.commands.base import CommandDeps
-from bot.commands.notices import memory_notice
-from bot.errors import DeliveryFailed
+from bot.domain import Reply
 from bot.llm import LLM, ToolCall, ToolSpec
+from bot.notice_window import NoticeWindow
 from bot.outbound import Outbound
 from bot.prompting import TurnWindow
 from bot.working_memory import summarise_session
@@ -22,7 +23,7 @@ from memory.context import assemble_context
 from memory.conversations import SqlConversationStore
 from memory.errors import NotAboutThePerson
 from memory.extraction import due_sessions, extract_session, remember_explicit
-from memory.items import ExtractionOutcome
+from memory.items import ExtractionOutcome, MemoryItem
 from memory.memories import SqlMemoryRepository
 from memory.ports import Clock, Embedder, ToolCaller
 from memory.records import ConversationSession, Inbound, Person
@@ -91,6 +92,9 @@ class MemoryServices:
         self._commands = commands
         self._outbound = outbound
         self._settings = settings
+        self.notices = NoticeWindow(
+            sessions=sessions, commands=commands, outbound=outbound, clock=clock
+        )
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -202,8 +206,12 @@ class MemoryServices:
 
     async def _notify(self, person: Person, outcome: ExtractionOutcome) -> None:
         """One short notice per extraction pass, with an Undo button per item."""
-        notice = await memory_notice(self._commands, person, outcome.items)
-        try:
-            await self._outbound.send(person.id, notice)
-        except DeliveryFailed as exc:
-            log.info("memory.notice_not_delivered", reason=exc.reason)
+        await self.send_notice(person, items=outcome.items)
+
+    async def send_notice(
+        self, person: Person, *, items: Sequence[MemoryItem] = (), reply: Reply | None = None
+    ) -> str:
+        """The one way anything is sent from here on the companion's own initiative (a
+        memory notice about `items`, or `reply`): at once in the person's allowed window,
+        else held for it (see `bot.notice_window`)."""
+        return await self.notices.send_or_hold(person, items=items, reply=reply)

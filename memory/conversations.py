@@ -484,7 +484,8 @@ class SqlConversationStore:
             return bool(getattr(result, "rowcount", 0))
 
     async def update_person(self, user_id: int, **values: Any) -> Person:
-        """Change a person's settings (timezone, check-in time, quiet hours, pause, ...)."""
+        """Change a person's settings (timezone, check-in time, quiet hours, pause, ...);
+        setting a timezone makes it known."""
         allowed = {
             "timezone",
             "checkin_time",
@@ -494,10 +495,16 @@ class SqlConversationStore:
             "memory_notices",
             "next_checkin_at",
             "display_name",
+            "timezone_known",
+            "timezone_asks",
+            "timezone_asked_at",
+            "timezone_offered",
         }
         unknown = set(values) - allowed
         if unknown:
             raise ValueError(f"not a person setting: {sorted(unknown)}")
+        if "timezone" in values:
+            values.setdefault("timezone_known", True)
         async with self._sessions.begin() as db:
             row = await db.get_one(User, user_id, with_for_update=True)
             for name, value in values.items():

@@ -27,7 +27,8 @@ from memory.records import ConversationSession, Inbound, Person, StoredMessage
 _STORE = """
 WITH who AS (
     SELECT u.id, u.display_name, u.timezone, u.checkin_time, u.quiet_start, u.quiet_end,
-           u.paused, u.memory_notices, u.created_at, i.id AS identity_id,
+           u.paused, u.memory_notices, u.created_at, u.timezone_known, u.timezone_asks,
+           u.timezone_asked_at, u.timezone_offered, i.id AS identity_id,
            i.chat_id AS known_chat
     FROM identities AS i JOIN users AS u ON u.id = i.user_id
     WHERE i.platform = :platform AND i.platform_user_id = :puid
@@ -66,7 +67,8 @@ stored AS (
 )
 SELECT who.id AS user_id, who.display_name, who.timezone, who.checkin_time,
        who.quiet_start, who.quiet_end, who.paused, who.memory_notices,
-       who.created_at AS user_created_at,
+       who.created_at AS user_created_at, who.timezone_known, who.timezone_asks,
+       who.timezone_asked_at, who.timezone_offered,
        (SELECT id FROM dup) AS duplicate_id,
        t.id AS session_id, t.started_at, t.last_message_at, t.closed_at, t.summary,
        t.summarized_through, t.extracted_through,
@@ -141,6 +143,10 @@ def _inbound(row: Any, new: NewMessage) -> Inbound:
         paused=row["paused"],
         memory_notices=row["memory_notices"],
         created_at=row["user_created_at"],
+        timezone_known=row["timezone_known"],
+        timezone_asks=row["timezone_asks"],
+        timezone_asked_at=row["timezone_asked_at"],
+        timezone_offered=row["timezone_offered"],
     )
     session = ConversationSession(
         id=row["session_id"],

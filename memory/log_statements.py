@@ -33,6 +33,10 @@ def to_person(row: User) -> Person:
         paused=row.paused,
         memory_notices=row.memory_notices,
         created_at=row.created_at,
+        timezone_known=row.timezone_known,
+        timezone_asks=row.timezone_asks,
+        timezone_asked_at=row.timezone_asked_at,
+        timezone_offered=row.timezone_offered,
     )
 
 

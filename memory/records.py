@@ -19,6 +19,12 @@ class Person:
     paused: bool
     memory_notices: bool
     created_at: datetime
+    timezone_known: bool = True
+    """Whether the person chose `timezone` (else it is 'UTC' by default, and nothing is
+    scheduled by it)."""
+    timezone_asks: int = 0
+    timezone_asked_at: datetime | None = None
+    timezone_offered: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

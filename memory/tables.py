@@ -63,7 +63,8 @@ class User(Base):
             "ix_users_unscheduled",
             "id",
             postgresql_where=text(
-                "next_checkin_at IS NULL AND checkin_time IS NOT NULL AND NOT paused"
+                "next_checkin_at IS NULL AND checkin_time IS NOT NULL AND NOT paused "
+                "AND timezone_known"
             ),
         ),
     )
@@ -71,6 +72,12 @@ class User(Base):
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     display_name: Mapped[str | None] = mapped_column(String(200))
     timezone: Mapped[str] = mapped_column(String(64), server_default="UTC")
+    timezone_known: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    """Whether the person chose `timezone`: until then nothing is scheduled by it."""
+    timezone_asked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    timezone_asks: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+    timezone_offered: Mapped[str | None] = mapped_column(String(64))
+    """The last zone offered from what the person said (not offered twice in a row)."""
     checkin_time: Mapped[time | None] = mapped_column(Time, server_default=text("'09:00'"))
     quiet_start: Mapped[time | None] = mapped_column(Time, server_default=text("'22:00'"))
     quiet_end: Mapped[time | None] = mapped_column(Time, server_default=text("'08:00'"))
@@ -384,6 +391,38 @@ class Outreach(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class HeldNotice(Base):
+    """Something the companion would have said on its own outside the person's allowed
+    window (quiet hours, pause, timezone not known yet), kept until the window opens.
+
+    Memory notices keep only the memories' ids (their text and Undo buttons are made
+    when released); other messages keep their text and buttons as they were.
+    """
+
+    __tablename__ = "held_notices"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('held', 'sending', 'sent', 'dropped')", name="held_notices_status"
+        ),
+        Index(
+            "ix_held_notices_waiting",
+            "created_at",
+            "id",
+            postgresql_where=text("status = 'held'"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    memory_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), server_default=text("'{}'"))
+    buttons: Mapped[list[Any]] = mapped_column(JSONB, server_default=text("'[]'"))
+    text: Mapped[str] = mapped_column(Text, server_default="")
+    status: Mapped[str] = mapped_column(String(16), server_default="held")
+    reason: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class DiaryEntry(Base):

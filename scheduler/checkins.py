@@ -74,9 +74,18 @@ async def run_followups(deps: SchedulerDeps) -> Counter[str]:
     return outcomes
 
 
+async def run_notices(deps: SchedulerDeps) -> Counter[str]:
+    """Release the notices held for people whose allowed window is open now, and drop
+    the stale ones (counted as `notice_<outcome>`)."""
+    released = await deps.memory.notices.release()
+    return Counter({f"notice_{outcome}": count for outcome, count in released.items()})
+
+
 async def minute_tick(deps: SchedulerDeps) -> Counter[str]:
-    """Everything due this minute, in order: recovery, check-ins, follow-ups."""
+    """Everything due this minute, in order: recovery, check-ins, follow-ups, held
+    notices."""
     outcomes = await run_outbox(deps)
     outcomes += await run_checkins(deps)
     outcomes += await run_followups(deps)
+    outcomes += await run_notices(deps)
     return outcomes

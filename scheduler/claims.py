@@ -35,6 +35,7 @@ FOR NO KEY UPDATE SKIP LOCKED
 _UNSCHEDULED = text("""
 SELECT id, timezone, checkin_time, paused, next_checkin_at FROM users
 WHERE next_checkin_at IS NULL AND checkin_time IS NOT NULL AND NOT paused
+  AND timezone_known
 LIMIT :limit
 FOR NO KEY UPDATE SKIP LOCKED
 """)
@@ -101,7 +102,7 @@ _LIVE_EVENTS = """SELECT id, user_id, event_at, created_at FROM memories
 _DUE_EVENTS = """
 SELECT m.id, m.user_id, m.event_at, m.created_at, u.timezone, u.next_checkin_at
 FROM {source} JOIN users AS u ON u.id = m.user_id
-WHERE (m.event_at, m.id) > (:after_at, :after_id)
+WHERE (m.event_at, m.id) > (:after_at, :after_id) AND u.timezone_known
   AND NOT EXISTS (SELECT 1 FROM outreach AS o
                   WHERE o.idempotency_key = 'followup:' || m.user_id || ':' || m.id
                   OFFSET 0)
@@ -252,7 +253,8 @@ async def due_events(
 
 
 async def schedule_new(sessions: async_sessionmaker[AsyncSession], *, now: datetime) -> int:
-    """Give people with a check-in time but no next check-in (new people) their next one."""
+    """Give people with a check-in time and a known timezone but no next check-in (new
+    people, or people who just told their timezone) their next one."""
     async with sessions.begin() as db:
         people = (await db.execute(_UNSCHEDULED, {"limit": 1000})).all()
         if people:

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from scheduler.rules import Facts
 
 _FACTS = text("""
-SELECT u.id, u.timezone, u.paused, u.quiet_start, u.quiet_end,
+SELECT u.id, u.timezone, u.timezone_known, u.paused, u.quiet_start, u.quiet_end,
        u.reachable AND EXISTS (
            SELECT 1 FROM identities AS i
            WHERE i.user_id = u.id AND i.reachable AND i.chat_id IS NOT NULL
@@ -53,6 +53,7 @@ async def read_facts(
             last_user_at=row.last_user_at,
             last_outreach_at=row.last_outreach_at,
             unanswered=int(row.unanswered),
+            timezone_known=row.timezone_known,
         )
         for row in rows
     }

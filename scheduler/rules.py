@@ -25,6 +25,7 @@ class Facts:
     last_user_at: datetime | None
     last_outreach_at: datetime | None
     unanswered: int
+    timezone_known: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,8 @@ def _always(facts: Facts, limits: Limits) -> str | None:
     """Reasons that stop any proactive message."""
     if facts.paused:
         return "paused"
+    if not facts.timezone_known:
+        return "timezone_unknown"
     if not facts.reachable:
         return "unreachable"
     if facts.unanswered >= limits.max_unanswered:

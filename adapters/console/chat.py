@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import os
 from pathlib import Path
 from typing import TextIO
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.bootstrap import Core
 from bot.domain import Button, ButtonPress, IncomingMessage, Recipient, Reply
@@ -31,6 +33,20 @@ def render(reply: Reply, start: int = 1) -> tuple[str, list[Button]]:
     return "\n".join(lines), buttons
 
 
+def machine_zone(localtime: Path = Path("/etc/localtime")) -> str | None:
+    """The IANA zone this machine keeps time by (`TZ`, else where /etc/localtime points),
+    offered first when the companion asks for the timezone; None when unknown."""
+    named = os.environ.get("TZ", "").lstrip(":")
+    if not named and localtime.is_symlink():
+        target = str(localtime.resolve())
+        named = target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else ""
+    try:
+        ZoneInfo(named)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return None
+    return named if "/" in named and not named.startswith("Etc/") else None
+
+
 class ConsoleChat:
     """One terminal conversation for the local user; also its delivery port."""
 
@@ -44,12 +60,14 @@ class ConsoleChat:
         stdout: TextIO,
         user: str | None = None,
         downloads: Path | None = None,
+        local_zone: str | None = None,
     ) -> None:
         self._core = core
         self._stdin = stdin
         self._stdout = stdout
         self._user = user or getpass.getuser()
         self._downloads = downloads or Path.cwd()
+        self._zone = local_zone or machine_zone()
         self._buttons: list[Button] = []
         self._lock = asyncio.Lock()
 
@@ -86,6 +104,7 @@ class ConsoleChat:
                     chat_id=PLATFORM,
                     display_name=self._user,
                     text=line,
+                    local_zone=self._zone,
                 )
             )
         if reply.silent:

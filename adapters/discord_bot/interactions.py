@@ -57,6 +57,7 @@ class InteractionHandler:
             display_name=interaction.user.display_name,
             sent_at=interaction.created_at,
             is_private=not ephemeral,
+            locale=str(interaction.locale),
         )
         reply = await _core_reply(self._core.router.handle(incoming), command=name)
         if not has_content(reply):

@@ -89,6 +89,7 @@ def read_message(message: Message, me: BotIdentity) -> Inbound | None:
         platform_message_id=str(message.message_id),
         sent_at=message.date,
         is_private=private,
+        locale=user.language_code,
     )
     return Inbound(
         incoming=incoming,

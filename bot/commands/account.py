@@ -6,7 +6,8 @@ import json
 from datetime import timedelta
 
 from bot.commands.base import ButtonSpec, CommandDeps, is_number, make_buttons
-from bot.domain import Document, Reply
+from bot.domain import Document, IncomingMessage, Reply
+from bot.timezone_onboarding import QUESTION, TimezoneOnboarding
 from memory.diary import DiaryRecord, recent_entries
 from memory.erasure import count_person_data, erase_person
 from memory.export import export_person
@@ -33,9 +34,7 @@ START = (
     "As we talk I'll keep short notes: people in your life, plans, how things are going. "
     "I use them to follow up — like asking how the interview went. You can see every note "
     "with /memory, and erase any of them (or everything) with /forget.\n\n"
-    "Now and then I'll check in on my own; /settings changes when, or /pause stops it.\n\n"
-    "First: which timezone are you in? Send /timezone and your city, e.g. "
-    "/timezone Copenhagen."
+    "Now and then I'll check in on my own; /settings changes when, or /pause stops it."
 )
 ERASE_LABELS = {
     "memories": "memories (with their history)",
@@ -45,7 +44,20 @@ ERASE_LABELS = {
     "threads": "threads",
     "diary_entries": "diary entries",
     "outreach": "check-ins I sent",
+    "held_notices": "notes waiting for your quiet hours to end",
 }
+
+
+async def start(deps: CommandDeps, person: Person, incoming: IncomingMessage) -> Reply:
+    """`/start`: who the companion is and, until it is known in a private chat, the
+    timezone question with buttons for likely zones."""
+    if person.timezone_known:
+        return Reply(f"{START}\n\nYour timezone is {person.timezone} (/timezone changes it).")
+    if not incoming.is_private:
+        return Reply(f"{START}\n\nWrite to me privately to set your timezone.")
+    question = f"First: {QUESTION[0].lower()}{QUESTION[1:]} (/timezone changes it any time.)"
+    text, buttons = await TimezoneOnboarding(deps).question(person, incoming, text=question)
+    return Reply(f"{START}\n\n{text}", buttons)
 
 
 async def export(deps: CommandDeps, person: Person) -> Reply:

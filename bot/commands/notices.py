@@ -14,11 +14,16 @@ from memory.records import Person
 
 MAX_LISTED = 8
 FOOTER = "/memory shows everything; /settings turns these notes off."
+HEADING = "I noted:"
+AWAY_HEADING = "While you were away I noted:"
 
 
-async def memory_notice(deps: CommandDeps, person: Person, items: Sequence[MemoryItem]) -> Reply:
-    """The notice for what one extraction pass stored: at most eight items listed, each
-    with its Undo, and how many more there are."""
+async def memory_notice(
+    deps: CommandDeps, person: Person, items: Sequence[MemoryItem], *, heading: str = HEADING
+) -> Reply:
+    """The notice for what one extraction pass (or several, held for the person's
+    window) stored: at most eight items listed, each with its Undo (made now, so it works
+    however long the notice was held), and how many more there are."""
     listed = list(items[:MAX_LISTED])
     lines = "\n".join(f"• {item.content} ({item.label})" for item in listed)
     more = len(items) - len(listed)
@@ -26,4 +31,4 @@ async def memory_notice(deps: CommandDeps, person: Person, items: Sequence[Memor
         lines += f"\n…and {more} more — /memory lists them."
     specs = await undo_specs(deps, person, listed, CREATION)
     buttons = await make_buttons(deps, person, [specs[i : i + 4] for i in range(0, len(specs), 4)])
-    return Reply(f"I noted:\n{lines}\n\n{FOOTER}", buttons, private=True)
+    return Reply(f"{heading}\n{lines}\n\n{FOOTER}", buttons, private=True)

@@ -63,7 +63,8 @@ def describe_settings(person: Person) -> str:
     return "\n".join(
         [
             "Your settings:",
-            f"• Timezone: {person.timezone}  (/timezone Copenhagen)",
+            f"• Timezone: {person.timezone}{'' if person.timezone_known else ' (not set yet)'}  "
+            "(/timezone Copenhagen)",
             f"• Daily check-in: {_hhmm(person.checkin_time)}  (/checkin 09:00 or off)",
             f"• Quiet hours: {quiet}  (/quiet 22:00-08:00 or off)",
             f"• Messages I start: {'paused' if person.paused else 'on'}  (/pause, /resume)",
@@ -73,16 +74,18 @@ def describe_settings(person: Person) -> str:
 
 
 async def update(deps: CommandDeps, person: Person, **values: Any) -> Person:
-    """Save settings and reschedule the next check-in in the (new) timezone."""
+    """Save settings and reschedule the next check-in in the (new) timezone; nothing is
+    scheduled while paused or before the timezone is known (setting one makes it so)."""
     merged = {
         "timezone": person.timezone,
+        "timezone_known": person.timezone_known or "timezone" in values,
         "checkin_time": person.checkin_time,
         "paused": person.paused,
         **values,
     }
     values["next_checkin_at"] = (
         None
-        if merged["paused"]
+        if merged["paused"] or not merged["timezone_known"]
         else next_checkin(deps.clock.now(), merged["timezone"], merged["checkin_time"])
     )
     return await deps.store.update_person(person.id, **values)
@@ -126,6 +129,8 @@ async def set_flags(deps: CommandDeps, person: Person, payload: dict[str, Any]) 
 
 async def timezone_command(deps: CommandDeps, person: Person, args: str) -> Reply:
     """`/timezone <IANA name or city>`."""
+    if not args.strip() and not person.timezone_known:
+        return await choice_menu(deps, person, "timezone")
     if not args.strip():
         return Reply(
             f"Your timezone is {person.timezone}. To change it: /timezone Europe/Copenhagen "

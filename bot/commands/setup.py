@@ -22,7 +22,6 @@ async def _forget_or_all(deps: CommandDeps, person: Person, args: str) -> Reply:
 
 
 COMMANDS: dict[str, Command] = {
-    "start": lambda d, p, a: _static(account.START),
     "help": lambda d, p, a: _static(account.HELP),
     "memory": memory_view.memory_command,
     "forget": _forget_or_all,
@@ -78,6 +77,7 @@ def install_commands(router: Router, deps: CommandDeps) -> None:
     """Make the router answer every command and button of the core."""
     for name, command in COMMANDS.items():
         router.register(name, _command_handler(deps, command))
+    router.register("start", _start_handler(deps))
     router.register_press(ACTION_PREFIX, _press_handler(deps))
 
 
@@ -89,6 +89,13 @@ def _command_handler(
         return await command(deps, person, args)
 
     return handle
+
+
+def _start_handler(deps: CommandDeps) -> Callable[[IncomingMessage, str], Awaitable[Reply]]:
+    async def start(incoming: IncomingMessage, args: str) -> Reply:
+        return await account.start(deps, await person_of(deps, incoming), incoming)
+
+    return start
 
 
 def _press_handler(deps: CommandDeps) -> Callable[[ButtonPress, str], Awaitable[Reply]]:

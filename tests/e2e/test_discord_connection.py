@@ -19,6 +19,7 @@ from bot.errors import ConfigurationError
 from tests.e2e.test_discord_bot import ALICE, BOB, point_at, replies_in, running, stored
 from tests.fakes.discord_api import GUILD_CHANNEL_ID, FakeDiscord
 from tests.fakes.discord_gateway import MESSAGE_CONTENT, PRIVILEGED_INTENTS
+from tests.support.timezone_question import plain
 
 GUILDS, GUILD_MESSAGES, DM_MESSAGES = 1 << 0, 1 << 9, 1 << 12
 
@@ -114,7 +115,7 @@ async def test_automatic_sharding_runs_the_shards_discord_recommends(
     stop.set()
     await asyncio.wait_for(task, 5)
 
-    assert reply.content == "Tell me more."
+    assert plain(reply.content) == "Tell me more."
     assert ("GET", "/gateway/bot") in fake.requests
     assert [identify["shard"] for identify in fake.gateway.identifies] == [[0, 2]]
     assert core.health.states()["discord"].ok is False

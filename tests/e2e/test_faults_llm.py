@@ -29,6 +29,7 @@ from memory.tables import Memory, Message
 from memory.tables import Session as SessionRow
 from tests.conftest import FakeClock
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Step, TextReply, ToolUseReply
+from tests.support.timezone_question import plain
 
 KEY = "sk-ant-test-key"
 HEARD = "I hear you."
@@ -162,7 +163,7 @@ async def test_an_answer_cut_off_mid_body_is_retried_and_answered_once(
 
     reply = await core.router.handle(says("are you there?"))
 
-    assert reply.text == HEARD
+    assert plain(reply.text) == HEARD  # (with the first contact's timezone question)
     assert len(api.requests) == 2
     assert await messages(db) == [
         ("user", "answered", "are you there?"),
@@ -188,7 +189,7 @@ async def test_a_garbled_answer_gets_the_apology_and_the_message_is_kept(
         ("assistant", "apology", APOLOGY),
     ]
     model.broken = None
-    assert (await core.router.handle(says("hello?"))).text == HEARD
+    assert plain((await core.router.handle(says("hello?"))).text) == HEARD
     assert "my cat Miso is ill" in str(api.last_request["messages"])
 
 
@@ -201,7 +202,7 @@ async def test_unusable_tool_output_in_extraction_is_retried_later_and_stores_on
         TextReply("I'd rather just chat."),  # the forced tool was not called
         _sister_in_aarhus,
     ]
-    assert (await core.router.handle(says("my sister Maja lives in Aarhus"))).text == HEARD
+    assert plain((await core.router.handle(says("my sister Maja lives in Aarhus"))).text) == HEARD
     clock.advance(hours=2)
 
     for attempt in (1, 2, 3):

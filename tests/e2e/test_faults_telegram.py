@@ -26,6 +26,7 @@ from bot.llm import LLMRequest
 from memory.tables import Message
 from tests.e2e.test_telegram import GatedLLM, rows, running
 from tests.fakes.telegram_api import ApiError, FakeTelegramAPI
+from tests.support.timezone_question import plain
 
 ALICE, BOB, CAROL = 4001, 4002, 4003
 ANSWER = "Tell me more."
@@ -149,7 +150,9 @@ async def test_server_errors_and_flood_control_on_polling_lose_and_repeat_nothin
         pushed[CAROL] = fake.push_message(CAROL, "also during it")
         await settled(fake, {ALICE: 1, BOB: 1, CAROL: 1})
 
-    assert {p: [m.text for m in fake.sent[p]] for p in pushed} == {p: [ANSWER] for p in pushed}
+    assert {p: [plain(m.text) for m in fake.sent[p]] for p in pushed} == {
+        p: [ANSWER] for p in pushed
+    }
     assert len(scripted_llm.chat_requests) == 3
     await stored_once(db, pushed)
     assert [(name, code) for name, code, _ in fake.failed_at] == [
@@ -175,7 +178,9 @@ async def test_a_connection_dropped_mid_poll_loses_and_repeats_nothing(
 
     assert [kind for kind, _ in fake.dropped] == ["hang_up", "cut"]
     assert len(fake.dropped[1][1]) == 1  # Bob's update was in the answer that was cut
-    assert {p: [m.text for m in fake.sent[p]] for p in pushed} == {p: [ANSWER] for p in pushed}
+    assert {p: [plain(m.text) for m in fake.sent[p]] for p in pushed} == {
+        p: [ANSWER] for p in pushed
+    }
     assert len(scripted_llm.chat_requests) == 2
     await stored_once(db, pushed)
 
@@ -193,7 +198,7 @@ async def test_a_server_error_on_sending_a_reply_still_delivers_it_once(
             await fake.wait_for(lambda: bool(fake.sent[ALICE]), within=4)
         await asyncio.sleep(0.3)  # and anything sent twice would arrive now
 
-    assert [m.text for m in fake.sent[ALICE]] == [ANSWER]
+    assert [plain(m.text) for m in fake.sent[ALICE]] == [ANSWER]
     assert len(scripted_llm.chat_requests) == 1
     await stored_once(db, pushed)
 

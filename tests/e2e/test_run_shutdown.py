@@ -28,6 +28,7 @@ from tests.fakes.anthropic_api import (
 )
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.companion_process import RunningCompanion, companion_env
+from tests.support.timezone_question import plain
 
 ALICE = 4343
 BOB = 5353
@@ -113,7 +114,7 @@ async def test_sigterm_mid_turn_finishes_the_turn_and_exits_cleanly(
             model.release.set()
             await bot.kill()
         assert code == 0, bot.stderr[-3000:]
-        assert [m.text for m in telegram.sent[ALICE]] == [REPLY]
+        assert [plain(m.text) for m in telegram.sent[ALICE]] == [REPLY]
         assert [m.text for m in telegram.sent[BOB]] == [CHECKIN], bot.stderr[-3000:]
         assert (model.arrived["turn"], model.arrived["checkin"]) == (1, 1)
         assert telegram.confirmed_offset == update_id + 1

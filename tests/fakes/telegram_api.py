@@ -449,6 +449,10 @@ class FakeTelegramAPI:
         """The parameters of every call of `method`."""
         return [params for name, params in self.calls if name.lower() == method.lower()]
 
+    def set_language(self, user_id: int, code: str | None) -> None:
+        """The language Telegram reports for a user (their app's), from now on."""
+        self._user(user_id)["language_code"] = code
+
     # Building updates
 
     def _user(self, user_id: int, first_name: str | None = None) -> dict[str, Any]:

@@ -32,6 +32,7 @@ async def a_notice(core: Core, clock: FakeClock, llm: ScriptedLLM) -> Reply:
     extractor = RuleExtractor()
     extractor.add("violin", content="The person is learning the violin")
     llm.tools["record_memories"] = extractor
+    await run(core, "/timezone UTC")  # notices wait until the timezone is known
     await run(core, "I started learning the violin")
     clock.advance(hours=1)
     await core.memory.sweep(idle_gap=timedelta(minutes=30))

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
-from memory.tables import DiaryEntry, Outreach, Thread
+from memory.tables import DiaryEntry, HeldNotice, Outreach, Thread
 from tests.conftest import FakeClock
 from tests.support.catalog import (
     NOT_BY_USER_ID,
@@ -43,6 +43,7 @@ async def seed_everything(core: Core, clock: FakeClock, user: str) -> int:
                 text="How is the Zephyr?",
             )
         )
+        db.add(HeldNotice(user_id=user_id, text="The Zephyr?", created_at=clock.now()))
         db.add(
             DiaryEntry(
                 user_id=user_id,

@@ -19,6 +19,7 @@ from memory.tables import Memory, Message
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.extractor import RuleExtractor
+from tests.support.timezone_question import plain
 
 IDLE = timedelta(minutes=30)
 
@@ -262,7 +263,7 @@ async def test_remember_that_in_conversation_is_saved_through_the_tool(
         text("Saved — I'll remember your mum's birthday."),
     ]
     reply = await _turn(core, "remember that my mum's birthday is 12 May")
-    assert reply == "Saved — I'll remember your mum's birthday."
+    assert plain(reply) == "Saved — I'll remember your mum's birthday."
     (memory,) = await _rows(db)
     assert memory.source == "user" and "12 May" in memory.content
     exchange = scripted_llm.chat_requests[-1].tool_exchange

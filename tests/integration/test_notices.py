@@ -36,7 +36,9 @@ TEN_THINGS = {
 async def notices_after(
     core: Core, clock: FakeClock, delivery: RecordingDelivery, *lines: str
 ) -> list[Reply]:
-    """Alice says `lines`, the session goes idle and is extracted; the new notices."""
+    """Alice (who told her timezone: notices wait until it is known) says `lines`, the
+    session goes idle and is extracted; the new notices."""
+    await run(core, "/timezone UTC")
     before = len(delivery.sent)
     for line in lines:
         await run(core, line)

@@ -77,6 +77,7 @@ async def test_the_quiet_hours_menu(core: Core) -> None:
 
 
 async def test_the_pause_and_resume_buttons(core: Core) -> None:
+    await run(core, "/timezone Copenhagen")  # nothing is scheduled before it is known
     paused = await press(core, await run(core, "/settings"), "Pause")
     assert "Messages I start: paused" in paused.text and "Resume" in labels(paused)
     row = await alice_row(core)
