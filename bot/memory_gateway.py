@@ -13,6 +13,8 @@ from bot import metrics
 from bot.background import BackgroundTasks
 from bot.commands.base import CommandDeps
 from bot.commands.notices import memory_notice
+from bot.commands.questions import update_question
+from bot.domain import Reply
 from bot.errors import DeliveryFailed
 from bot.llm import LLM, ToolCall, ToolSpec
 from bot.outbound import Outbound
@@ -180,6 +182,8 @@ class MemoryServices:
         metrics.record_extraction(outcome)
         if outcome.items and person.memory_notices:
             await self._notify(person, outcome)
+        for question in outcome.questions:
+            await self._send(person, await update_question(self._commands, person, question))
         return outcome
 
     async def sweep(self, *, idle_gap: timedelta, limit: int = 50) -> int:
@@ -207,3 +211,10 @@ class MemoryServices:
             await self._outbound.send(person.id, notice)
         except DeliveryFailed as exc:
             log.info("memory.notice_not_delivered", reason=exc.reason)
+
+    async def _send(self, person: Person, reply: Reply) -> None:
+        """Send something extraction has to say (an update question) to the person."""
+        try:
+            await self._outbound.send(person.id, reply)
+        except DeliveryFailed as exc:
+            log.info("memory.question_not_delivered", reason=exc.reason)
