@@ -46,9 +46,7 @@ class FakeToolCaller:
         input_schema: dict[str, Any],
         max_tokens: int | None = None,
     ) -> dict[str, Any]:
-        request = ToolRequest(
-            system, prompt, tool_name, tool_description, input_schema, max_tokens
-        )
+        request = ToolRequest(system, prompt, tool_name, tool_description, input_schema, max_tokens)
         self.requests.append(request)
         if self.down:
             raise ToolCallerDown("scripted outage")

@@ -243,7 +243,7 @@ async def test_a_changed_job_the_model_marks_by_label_is_a_new_version(
         "The person now works as a doctor at Rigshospitalet"
     ]
     history = await repo.history(alice, old.short_id)
-    assert [v.content for v in history.versions][0] == job
+    assert [v.content for v in history.versions] == [job, outcome.items[0].content]
 
 
 def _extracted() -> dict[str, str]:
