@@ -26,7 +26,7 @@ from memory.lifespan import lifespan, parse_event_date
 from memory.memory_batch import Embedding, MemoryBatch, to_item
 from memory.questions import ask_update
 from memory.records import StoredMessage
-from memory.relevant import kin_terms
+from memory.relevant import kin_terms, names, owner_kin
 from memory.system_claims import claims_power_over_system
 from memory.threads import THREADED_CATEGORIES, attach, file_under, thread_title, touch
 
@@ -241,9 +241,11 @@ async def _match(
 
 def _other_subject(new: str, old: str) -> bool:
     """The new fact is about someone (sister, friend, boss: named in its first words)
-    the old one does not name: it cannot replace a fact about the person or another."""
+    the old one does not name, by relation or by name: it cannot replace a fact about
+    the person or about another."""
     opening = " ".join(new.split()[:SUBJECT_WORDS])
-    return bool(set(kin_terms(opening)) - set(kin_terms(old)))
+    others = owner_kin(opening) - set(kin_terms(old))
+    return bool(others) and not names(opening) & names(old)
 
 
 async def _named(batch: MemoryBatch, text: str, vector: Embedding | None) -> MemoryItem | None:

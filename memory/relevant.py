@@ -4,7 +4,8 @@ relevant to what is being said, not the most important ones.
 Three sources, in this order of priority: hybrid recall (BM25 + vector, fused by rank)
 over the person's live memories on the text; every memory naming the same person, place
 or thing (names, relation and attribute words found in the text, matched as words in
-code); and a few standing memories (pinned first, then by importance) for background.
+code); and standing memories: a few pinned or most important ones, and the person's
+identity memories (home, work, family status: what corrections change most).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ log = structlog.get_logger(__name__)
 RECALLED_PER_QUERY = 12
 NAMED_LIMIT = 20
 STANDING = 6
+IDENTITY = 10  # who they are (home, work, family status) is what corrections change most
 MAX_QUERIES = 8  # a long window is recalled in at most this many pieces
 MAX_TERMS = 120
 
@@ -41,7 +43,10 @@ _GROUPS = (
     "home neighbourhood neighborhood relocated",
     "vegetarian vegan meat eat eats eating diet pescatarian gluten dairy",
     "girlfriend boyfriend partner wife husband married marriage dating engaged divorced "
-    "fiance fiancee single relationship broke separated",
+    "fiance fiancee single relationship broke separated seeing widow widowed",
+    "baby babies child children kid kids son sons daughter daughters pregnant pregnancy "
+    "newborn grandchild grandchildren",
+    "climb climbed climbing bouldering gym run running ran runner swim swims swimming",
     "study studies studying student school university college degree course graduated",
     "dog cat pet puppy kitten",
     "allergic allergy intolerant diabetes diabetic injury injured",
@@ -108,6 +113,30 @@ def kin_terms(text: str) -> list[str]:
         elif single in _KIN:
             found[single] = None
     return list(found)
+
+
+def names(text: str) -> set[str]:
+    """The capitalised names (people, places) a text uses, lower-cased."""
+    return {
+        word.casefold().split("'")[0]
+        for word in (m.group(0) for m in _WORD.finditer(text))
+        if _is_name(word, word.casefold().split("'")[0])
+    }
+
+
+_POSSESSIVES = frozenset(("person's", "their", "his", "her", "my"))
+
+
+def owner_kin(text: str) -> set[str]:
+    """The people a text is about by relation: kin words right after a possessive ("the
+    person's sister", "their best friend", "Ana's brother"), as `kin_terms` names them."""
+    words = text.split()
+    found: set[str] = set()
+    for i, word in enumerate(words):
+        lowered = word.casefold().strip(",.;:!?")
+        if lowered in _POSSESSIVES or (word[:1].isupper() and lowered.endswith("'s")):
+            found.update(kin_terms(" ".join(words[i + 1 : i + 3])))
+    return found
 
 
 def query_pieces(texts: Iterable[str]) -> list[str]:
@@ -202,10 +231,13 @@ async def _named(db: AsyncSession, user_id: int, terms: Sequence[str]) -> list[i
 
 
 async def _standing(db: AsyncSession, user_id: int) -> list[int]:
-    rows = await db.scalars(
+    """Pinned and most important first, then identity memories (home, work, family)."""
+    order = (Memory.pinned.desc(), Memory.importance.desc(), Memory.id)
+    top = select(Memory.id).where(current(user_id)).order_by(*order).limit(STANDING)
+    identity = (
         select(Memory.id)
-        .where(current(user_id))
-        .order_by(Memory.pinned.desc(), Memory.importance.desc(), Memory.id)
-        .limit(STANDING)
+        .where(current(user_id), Memory.category == "identity")
+        .order_by(*order)
+        .limit(IDENTITY)
     )
-    return list(rows)
+    return list(dict.fromkeys([*await db.scalars(top), *await db.scalars(identity)]))
