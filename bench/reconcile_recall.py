@@ -44,6 +44,7 @@ from memory.tables import Session as SessionRow
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corrections.json"
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 OLD_DUPLICATE = 0.92
+CONCURRENT = 4  # cases at once (each is its own person)
 _SHOWN = re.compile(r"^- (m\d+): ", re.MULTILINE)
 
 
@@ -95,13 +96,25 @@ class CaseResult:
     old_rule_dropped: bool
     ok: bool
     problem: str = ""
+    guarded: bool | None = None  # other-entity: a wrong "supersedes" verdict was refused
 
 
 async def evaluate(
-    sessions: async_sessionmaker[AsyncSession], embedder: Embedder, corpus: dict[str, Any]
+    sessions: async_sessionmaker[AsyncSession],
+    embedder: Embedder,
+    corpus: dict[str, Any],
+    *,
+    compare: bool = False,
 ) -> list[CaseResult]:
-    """Run every case of `corpus` through the real pipeline (one new person each)."""
-    return [await _case(sessions, embedder, corpus, case) for case in corpus["cases"]]
+    """Run every case of `corpus` through the real pipeline (one new person each); with
+    `compare`, also the other selections and, for other-entity cases, a wrong verdict."""
+    running = asyncio.Semaphore(CONCURRENT)
+
+    async def one(case: dict[str, Any]) -> CaseResult:
+        async with running:
+            return await _case(sessions, embedder, corpus, case, compare=compare)
+
+    return list(await asyncio.gather(*(one(case) for case in corpus["cases"])))
 
 
 async def _case(
@@ -109,6 +122,8 @@ async def _case(
     embedder: Embedder,
     corpus: dict[str, Any],
     case: dict[str, Any],
+    *,
+    compare: bool,
 ) -> CaseResult:
     repo = SqlMemoryRepository(sessions, embedder, _Clock())
     user_id, items = await _person(sessions, repo, corpus, case["person"])
@@ -119,11 +134,16 @@ async def _case(
     if target is not None and case["label"] in ("update", "same"):
         verdict = ("supersedes" if case["label"] == "update" else "same_as", target.label)
     model = _ScriptedModel(case["candidate"], verdict)
-    by_importance = target is not None and target.id in {
-        m.id for m in await repo.live(user_id, limit=KNOWN_IN_PROMPT)
-    }
-    by_candidate = target is not None and await _by_candidate(
-        sessions, embedder, user_id, case, target
+    compared = compare and target is not None
+    by_importance = (
+        compared
+        and target is not None
+        and target.id in {m.id for m in await repo.live(user_id, limit=KNOWN_IN_PROMPT)}
+    )
+    by_candidate = (
+        compared
+        and target is not None
+        and await _by_candidate(sessions, embedder, user_id, case, target)
     )
     outcome = await extract_session(
         user_id=user_id,
@@ -141,12 +161,41 @@ async def _case(
         id=case["id"],
         label=case["label"],
         shown=None if target is None else target.label in model.shown,
-        shown_by_importance=None if target is None else by_importance,
-        shown_by_candidate=None if target is None else by_candidate,
+        shown_by_importance=by_importance if compared else None,
+        shown_by_candidate=by_candidate if compared else None,
         old_rule_dropped=await _old_rule_dropped(embedder, case, target),
         ok=ok,
         problem=problem,
+        guarded=await _guarded(sessions, embedder, corpus, case) if compare else None,
     )
+
+
+async def _guarded(
+    sessions: async_sessionmaker[AsyncSession],
+    embedder: Embedder,
+    corpus: dict[str, Any],
+    case: dict[str, Any],
+) -> bool | None:
+    """An other-entity case once more, with a model that wrongly says the candidate
+    supersedes the person's own fact: does the code refuse?"""
+    if case["label"] != "other_entity" or not case.get("protects"):
+        return None
+    repo = SqlMemoryRepository(sessions, embedder, _Clock())
+    user_id, items = await _person(sessions, repo, corpus, case["person"])
+    own = items[case["protects"]]
+    session_id = await _said(sessions, user_id, case["said"])
+    model = _ScriptedModel(case["candidate"], ("supersedes", own.label))
+    await extract_session(
+        user_id=user_id,
+        session_id=session_id,
+        sessions=sessions,
+        memories=repo,
+        llm=model,
+        embedder=embedder,
+        clock=_Clock(),
+        timezone="UTC",
+    )
+    return own.id in {m.id for m in await repo.live(user_id, limit=500)}
 
 
 def _judge(
@@ -298,25 +347,39 @@ def report(results: Sequence[CaseResult], seconds: float) -> list[str]:
         f"Updates the old similarity rule (cosine >= {OLD_DUPLICATE}) dropped as duplicates: "
         f"{dropped}.",
     ]
-    missed = [r for r in results if r.shown is False or not r.ok]
-    for r in missed:
-        lines.append(f"  {r.id} {r.label}: shown={r.shown} {r.problem}".rstrip())
-    lines += [
-        "",
+    figures = [
         f"figure reconcile_candidate_recall {recall(results):.2f} ratio",
         f"figure reconcile_same_recall {recall(results, ('same',)):.2f} ratio",
-        f"figure reconcile_importance_baseline_recall {_baseline(results):.2f} ratio",
         f"figure reconcile_stored_right {sum(r.ok for r in results) / len(results):.2f} ratio",
     ]
-    return lines
+    if any(r.shown_by_importance is not None for r in results):
+        baseline = _baseline(results)
+        figures.append(f"figure reconcile_importance_baseline_recall {baseline:.2f} ratio")
+    guarded = [r for r in results if r.guarded is not None]
+    if guarded:
+        refused = sum(bool(r.guarded) for r in guarded) / len(guarded)
+        lines.append(f"Other-entity cases where a wrong verdict was refused in code: {refused:.2f}")
+        figures.append(f"figure reconcile_other_entity_guard {refused:.2f} ratio")
+    lines += [
+        f"  {r.id} {r.label}: shown={r.shown} {r.problem}".rstrip()
+        for r in results
+        if r.shown is False or not r.ok
+    ]
+    lines += [
+        f"  {r.id} other_entity: a wrong verdict replaced the person's own fact"
+        for r in guarded
+        if not r.guarded
+    ]
+    return [*lines, "", *figures]
 
 
 def _share(rows: Sequence[CaseResult], attribute: str) -> str:
-    return f"{sum(bool(getattr(r, attribute)) for r in rows) / len(rows):.2f}"
+    values = [getattr(r, attribute) for r in rows if getattr(r, attribute) is not None]
+    return f"{sum(values) / len(values):.2f}" if values else "-"
 
 
 def _baseline(results: Sequence[CaseResult]) -> float:
-    updates = [r for r in results if r.label == "update" and r.shown is not None]
+    updates = [r for r in results if r.label == "update" and r.shown_by_importance is not None]
     return sum(bool(r.shown_by_importance) for r in updates) / max(1, len(updates))
 
 
@@ -332,11 +395,11 @@ async def run(path: Path) -> list[CaseResult]:
     embedder = WordLlamaEmbedder()
     with tempfile.TemporaryDirectory(prefix="reconcile-") as data_dir:
         server = start_embedded(Path(data_dir))
-        engine = create_engine(server.url, pool_size=2)
+        engine = create_engine(server.url, pool_size=CONCURRENT * 2)
         try:
             await migrate(engine, embedding_dim=embedder.dim)
             started = time.perf_counter()
-            results = await evaluate(session_factory(engine), embedder, corpus)
+            results = await evaluate(session_factory(engine), embedder, corpus, compare=True)
             seconds = time.perf_counter() - started
         finally:
             await engine.dispose()
