@@ -6,6 +6,7 @@ reply path; explicit `/remember` requests go through `remember_explicit`.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -44,6 +45,7 @@ from memory.extraction_prompt import (
 from memory.extraction_prompt import MEMORY_BLOCK_END as MEMORY_BLOCK_END
 from memory.extraction_prompt import MEMORY_BLOCK_START as MEMORY_BLOCK_START
 from memory.items import Candidate, ExtractionOutcome, MemoryItem
+from memory.judge import judge_unseen
 from memory.lifespan import lifespan, parse_event_date, zone_of
 from memory.log_statements import stored_messages
 from memory.memories import SqlMemoryRepository
@@ -59,6 +61,7 @@ from memory.tables import Session as SessionRow
 from memory.threads import live_threads
 
 log = structlog.get_logger(__name__)
+_LABEL = re.compile(r"[mM]\d+")
 
 MAX_MESSAGES = 100  # per run; the rest waits for the next run
 KNOWN_IN_PROMPT = 40  # the memories most relevant to the window, not the most important
@@ -212,7 +215,7 @@ async def _extract_window(asking: _Asking, read: _Read, min_importance: float) -
         if not any(m.role == "user" for m in shown):
             return _Run(window, has_more, [], {}, 0)
         try:
-            answer = await _ask(asking, shown, max_tokens)
+            answer, known = await _ask(asking, shown, max_tokens)
         except AnswerTruncated:
             if attempt == TRUNCATION_RETRIES or len(window) < 2:
                 raise
@@ -230,15 +233,25 @@ async def _extract_window(asking: _Asking, read: _Read, min_importance: float) -
         zone = zone_of(asking.timezone)
         plans, dropped = plans_from(answer, shown, zone, asking.now, min_importance)
         vectors = await _embed(asking.embedder, plans)
+        plans = await judge_unseen(
+            asking.llm,
+            asking.sessions,
+            user_id=asking.user_id,
+            now=asking.now,
+            plans=plans,
+            vectors=vectors,
+            shown=known,
+        )
         return _Run(window, has_more, plans, vectors, dropped + len(answer.invalid))
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 async def _ask(
     asking: _Asking, shown: Sequence[StoredMessage], max_tokens: int | None
-) -> ExtractionAnswer:
-    """One `record_memories` call over `shown`, with the memories relevant to it; each
-    item validated on its own (invalid ones are logged and dropped)."""
+) -> tuple[ExtractionAnswer, set[int]]:
+    """One `record_memories` call over `shown`, with the memories relevant to it (their
+    ids are returned too); each item validated on its own (invalid ones are logged and
+    dropped)."""
     user_id = asking.user_id
     said = [m.content for m in shown if m.role == "user"]
     known = await relevant_memories(
@@ -266,11 +279,16 @@ async def _ask(
     answer = parse_answer(raw)
     for reason in answer.invalid:
         log.info("memory.candidate_invalid", user_id=user_id, reason=reason)
-    return answer
+    return answer, {item.id for item in known}
 
 
 async def _embed(embedder: Embedder, plans: Sequence[Plan]) -> dict[str, Embedding]:
-    verdicts = [text for p in plans for text in (p.supersedes, p.same_as) if text]
+    verdicts = [
+        text
+        for p in plans
+        for text in (p.supersedes, p.same_as)
+        if text and not _LABEL.fullmatch(text)
+    ]
     texts = list(dict.fromkeys([p.candidate.content for p in plans] + verdicts))
     if not texts:
         return {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from structlog.testing import capture_logs
 
 from bot.bootstrap import Core
@@ -391,3 +392,50 @@ async def test_the_question_reaches_the_person_with_yes_and_no(
         "I am vegetarian",
         "The person eats meat now",
     ]
+
+
+async def test_a_close_memory_the_prompt_did_not_show_is_judged_by_a_second_call(
+    db: Db,
+    repo: SqlMemoryRepository,
+    llm: FakeToolCaller,
+    extract: Pipeline,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("memory.extraction.KNOWN_IN_PROMPT", 0)  # a prompt that shows none
+    alice = await person(db)
+    diet = await low(repo, alice, "The person is vegetarian", "preference")
+    session_id, (said,) = await conversation(
+        db, alice, [("user", "not vegetarian any more! Ana still is. I love jazz")], clock.now()
+    )
+    llm.answer(
+        memory("The person is not vegetarian any more", [said], category="preference"),
+        memory("The person's sister Ana is vegetarian", [said], category="relationship"),
+        memory("The person loves listening to jazz", [said], category="preference"),
+    )
+    llm.script.append(
+        {
+            "verdicts": [
+                {"statement": 1, "verdict": "update", "memory": diet.label},
+                {"statement": 2, "verdict": "new", "memory": None},
+                {"statement": 3, "verdict": "same", "memory": "m99"},  # not shown: ignored
+            ]
+        }
+    )
+
+    outcome = await extract(alice, session_id)
+
+    extraction, judge = llm.requests
+    assert "(nothing yet)" in extraction.prompt
+    assert judge.tool_name == "judge_memories"
+    assert f"1. The person is not vegetarian any more\n   remembered:\n   - {diet.label}:" in (
+        judge.prompt
+    )
+    assert "jazz" not in judge.prompt  # close to nothing remembered: not asked about
+    assert (outcome.added, outcome.updated) == (2, 1)
+    live = {m.content for m in await repo.live(alice)}
+    assert live == {
+        "The person is not vegetarian any more",
+        "The person's sister Ana is vegetarian",
+        "The person loves listening to jazz",
+    }
