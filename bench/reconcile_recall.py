@@ -61,8 +61,12 @@ class _ScriptedModel:
     candidate: dict[str, Any]
     verdict: tuple[str, str] | None  # ("supersedes" | "same_as", label)
     shown: set[str] = field(default_factory=set)
+    judged: int = 0  # second calls (judge_memories), answered "new"
 
     async def call_tool(self, *, prompt: str, tool_name: str, **_: Any) -> dict[str, Any]:
+        if tool_name == "judge_memories":
+            self.judged += 1
+            return {"verdicts": []}
         if tool_name != "record_memories":
             raise RuntimeError(f"unexpected tool {tool_name}")
         remembered = prompt.split("<remembered>", 1)[1].split("</remembered>", 1)[0]
@@ -97,6 +101,7 @@ class CaseResult:
     ok: bool
     problem: str = ""
     guarded: bool | None = None  # other-entity: a wrong "supersedes" verdict was refused
+    judged: int = 0  # second (judge) calls the case needed
 
 
 async def evaluate(
@@ -167,6 +172,7 @@ async def _case(
         ok=ok,
         problem=problem,
         guarded=await _guarded(sessions, embedder, corpus, case) if compare else None,
+        judged=model.judged,
     )
 
 
@@ -343,9 +349,10 @@ def report(results: Sequence[CaseResult], seconds: float) -> list[str]:
         "shown: the target memory was in the extraction prompt (window recall + named",
         "  people/places/things + standing); by importance: it would have been among the 40",
         "  most important (the old prompt); by candidate: a selection on the candidate's",
-        "  own text would have shown it (what a second, per-candidate call would see).",
+        "  own text would have shown it.",
         f"Updates the old similarity rule (cosine >= {OLD_DUPLICATE}) dropped as duplicates: "
         f"{dropped}.",
+        f"Cases that needed the second (judge) call: {sum(r.judged > 0 for r in results)}.",
     ]
     figures = [
         f"figure reconcile_candidate_recall {recall(results):.2f} ratio",
