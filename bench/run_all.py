@@ -30,6 +30,7 @@ RUNS = OUT / "runs"
 BENCHMARKS = (
     "turn_overhead",
     "locomo_recall",
+    "reconcile_recall",
     "retrieval_latency",
     "scheduler_scale",
     "load_telegram",

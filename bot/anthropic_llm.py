@@ -28,7 +28,7 @@ from anthropic.types import (
 )
 
 from bot import metrics
-from bot.errors import LLMBadOutput, LLMUnavailable
+from bot.errors import LLMBadOutput, LLMTruncated, LLMUnavailable
 from bot.llm import Completion, LLMRequest, ToolCall, ToolResult, Turn, Usage
 
 log = structlog.get_logger(__name__)
@@ -257,8 +257,12 @@ def _tool_input(block: ToolUseBlock) -> dict[str, Any]:
 
 
 def _check_forced_tool(request: LLMRequest, completion: Completion) -> None:
+    """A forced tool call must be there and complete: one cut off at `max_tokens` has
+    partial input (or none), so it is `LLMTruncated`, never used."""
     if request.force_tool is None:
         return
+    if completion.stop_reason == "max_tokens":
+        raise LLMTruncated(f"tool {request.force_tool!r} answer stopped at max_tokens")
     if not any(call.name == request.force_tool for call in completion.tool_calls):
         raise LLMBadOutput(
             f"asked for tool {request.force_tool!r}, got stop_reason={completion.stop_reason!r}"

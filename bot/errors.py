@@ -4,6 +4,7 @@ CompanionError
 ├── ConfigurationError     fix a setting and start again
 ├── LLMUnavailable         the model could not answer: apologise, keep the message
 │   └── LLMBadOutput       the model answered, but not in the shape asked for
+│       └── LLMTruncated   the answer stopped at max_tokens: ask again with more room
 ├── DeliveryFailed         a message could not be delivered to a person
 ├── NotFound               no such thing for this person
 └── InvalidInput           the person's input cannot be used as given
@@ -26,6 +27,10 @@ class LLMUnavailable(CompanionError):
 
 class LLMBadOutput(LLMUnavailable):
     """The language model answered in a shape we cannot use."""
+
+
+class LLMTruncated(LLMBadOutput):
+    """The model stopped at `max_tokens`: its answer is incomplete and must not be used."""
 
 
 class DeliveryFailed(CompanionError):

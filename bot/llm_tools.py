@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.errors import LLMBadOutput
+from bot.errors import LLMBadOutput, LLMTruncated
 from bot.llm import LLM, LLMRequest, ToolSpec, Turn
+from memory.errors import AnswerTruncated
 
 
 class LLMToolCaller:
@@ -23,18 +24,24 @@ class LLMToolCaller:
         tool_name: str,
         tool_description: str,
         input_schema: dict[str, Any],
+        max_tokens: int | None = None,
     ) -> dict[str, Any]:
-        """The input of the forced tool call; `LLMBadOutput` when there is none."""
-        completion = await self._llm.complete(
-            LLMRequest(
-                role="fast",
-                stable_system=system,
-                turns=(Turn("user", prompt),),
-                tools=(ToolSpec(tool_name, tool_description, input_schema),),
-                force_tool=tool_name,
-                max_tokens=self._max_tokens,
-            )
+        """The input of the forced tool call; `LLMBadOutput` when there is none,
+        `AnswerTruncated` when the answer stopped at its token limit."""
+        request = LLMRequest(
+            role="fast",
+            stable_system=system,
+            turns=(Turn("user", prompt),),
+            tools=(ToolSpec(tool_name, tool_description, input_schema),),
+            force_tool=tool_name,
+            max_tokens=max_tokens or self._max_tokens,
         )
+        try:
+            completion = await self._llm.complete(request)
+        except LLMTruncated as exc:
+            raise AnswerTruncated(str(exc)) from exc
+        if completion.stop_reason == "max_tokens":
+            raise AnswerTruncated(f"{tool_name} answer stopped at max_tokens")
         for call in completion.tool_calls:
             if call.name == tool_name:
                 return call.input

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot import metrics
 from bot.background import BackgroundTasks
 from bot.commands.base import CommandDeps
+from bot.commands.questions import update_question
 from bot.domain import Reply
 from bot.llm import LLM, ToolCall, ToolSpec
 from bot.notice_window import NoticeWindow
@@ -184,6 +185,8 @@ class MemoryServices:
         metrics.record_extraction(outcome)
         if outcome.items and person.memory_notices:
             await self._notify(person, outcome)
+        for question in outcome.questions:
+            await self._send(person, await update_question(self._commands, person, question))
         return outcome
 
     async def sweep(self, *, idle_gap: timedelta, limit: int = 50) -> int:
@@ -215,3 +218,8 @@ class MemoryServices:
         memory notice about `items`, or `reply`): at once in the person's allowed window,
         else held for it (see `bot.notice_window`)."""
         return await self.notices.send_or_hold(person, items=items, reply=reply)
+
+    async def _send(self, person: Person, reply: Reply) -> None:
+        """Send something extraction has to ask (an update question), in the person's
+        allowed window like every message the companion starts."""
+        await self.send_notice(person, reply=reply)

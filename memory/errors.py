@@ -8,6 +8,8 @@ MemoryStoreError
 ├── PinLimitReached     too many pinned memories: ask the person to unpin one
 ├── NothingToUndo       the change was already undone or cannot be undone
 ├── NotAboutThePerson   a claim over the companion, not a fact of a life: save nothing
+├── AnswerTruncated     the model's answer was cut off at its token limit: store none of
+│                       it; ask again with a larger limit or less input
 └── EmbedderMismatch    the stored vectors come from another embedder: do not start;
                         configure that one again, or re-embed everything
 """
@@ -40,6 +42,11 @@ class NothingToUndo(MemoryStoreError):
 class NotAboutThePerson(MemoryStoreError):
     """What was to be remembered claims power over the companion (a role, its rules,
     other people's data): memory keeps facts of a person's life, so nothing is saved."""
+
+
+class AnswerTruncated(MemoryStoreError):
+    """A `ToolCaller` answer stopped at its token limit: it may be missing items, so none
+    of it is used (raised by the `ToolCaller`, not by the model's content)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ reply path; explicit `/remember` requests go through `remember_explicit`.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -28,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.erasure import HIDDEN
-from memory.errors import NotAboutThePerson
+from memory.errors import AnswerTruncated, NotAboutThePerson
 from memory.extraction_prompt import (
     CLASSIFY_SYSTEM,
     CLASSIFY_TOOL,
@@ -38,11 +39,13 @@ from memory.extraction_prompt import (
     ExtractionAnswer,
     classify_prompt,
     extraction_prompt,
+    parse_answer,
     strip_memory_blocks,
 )
 from memory.extraction_prompt import MEMORY_BLOCK_END as MEMORY_BLOCK_END
 from memory.extraction_prompt import MEMORY_BLOCK_START as MEMORY_BLOCK_START
 from memory.items import Candidate, ExtractionOutcome, MemoryItem
+from memory.judge import judge_unseen
 from memory.lifespan import lifespan, parse_event_date, zone_of
 from memory.log_statements import stored_messages
 from memory.memories import SqlMemoryRepository
@@ -50,6 +53,7 @@ from memory.memory_batch import Embedding, MemoryBatch
 from memory.ports import Clock, Embedder, ToolCaller
 from memory.reconcile import Plan, plans_from, save_explicit, store_plans
 from memory.records import StoredMessage
+from memory.relevant import relevant_memories
 from memory.session_summary import summarise_closed_session
 from memory.system_claims import claims_power_over_system
 from memory.tables import Message
@@ -57,9 +61,12 @@ from memory.tables import Session as SessionRow
 from memory.threads import live_threads
 
 log = structlog.get_logger(__name__)
+_LABEL = re.compile(r"[mM]\d+")
 
 MAX_MESSAGES = 100  # per run; the rest waits for the next run
-KNOWN_IN_PROMPT = 40
+KNOWN_IN_PROMPT = 40  # the memories most relevant to the window, not the most important
+RETRY_MAX_TOKENS = 8192  # for an answer that stopped at the caller's default limit
+TRUNCATION_RETRIES = 3  # the same window with more room, then half of it, then a quarter
 THREADS_IN_PROMPT = 20
 MAX_ATTEMPTS = 5  # beyond this, only the nightly patrol retries
 EXPLICIT_MIN_IMPORTANCE = 5.0
@@ -88,35 +95,30 @@ async def extract_session(
     """Extract, validate and store what the session's new messages say about the person;
     once a closed session is read to its end, summarise how it went.
 
-    Stores and the watermark commit together; on a model failure nothing is stored and
-    the attempt is counted so the session is retried later.
+    Stores and the watermark commit together, and the watermark moves only over the
+    messages the stored answer covered; on a model failure (a cut-off answer included,
+    once retries run out) nothing is stored and the attempt is counted so the session is
+    retried later.
     """
     read = await _read(sessions, user_id=user_id, session_id=session_id)
     if read is None:
         log.warning("memory.extraction_no_session", user_id=user_id, session_id=session_id)
         return ExtractionOutcome()
-    shown = _readable(read.messages)
-    plans: list[Plan] = []
-    dropped = 0
-    vectors: dict[str, Embedding] = {}
-    now = clock.now()
-    if any(m.role == "user" for m in shown):
-        try:
-            answer = await _ask(llm, sessions, memories, user_id, shown, timezone, now)
-            plans, dropped = plans_from(answer, shown, zone_of(timezone), now, min_importance)
-            vectors = await _embed(embedder, plans)
-        except Exception as exc:
-            await _record_failure(sessions, user_id=user_id, session_id=session_id, error=exc)
-            return ExtractionOutcome(failed=True)
+    asked = _Asking(llm, sessions, embedder, user_id, session_id, timezone, clock.now())
+    try:
+        run = await _extract_window(asked, read, min_importance)
+    except Exception as exc:
+        await _record_failure(sessions, user_id=user_id, session_id=session_id, error=exc)
+        return ExtractionOutcome(failed=True)
     async with memories.batch(user_id) as batch:
         if not await _claim(batch, session_id, read.watermark):
             log.info("memory.extraction_raced", user_id=user_id, session_id=session_id)
             return ExtractionOutcome()
-        outcome = await store_plans(batch, plans, vectors, session_id=session_id)
-        through = read.messages[-1].id if read.messages else read.watermark
-        await _advance(batch, session_id, through, read.has_more)
-    outcome = replace(outcome, skipped=outcome.skipped + dropped)
-    if read.closed and not read.has_more:
+        outcome = await store_plans(batch, run.plans, run.vectors, session_id=session_id)
+        through = run.window[-1].id if run.window else read.watermark
+        await _advance(batch, session_id, through, run.has_more)
+    outcome = replace(outcome, skipped=outcome.skipped + run.dropped)
+    if read.closed and not run.has_more:
         await summarise_closed_session(
             sessions=sessions, user_id=user_id, session_id=session_id, llm=llm, timezone=timezone
         )
@@ -178,38 +180,116 @@ def _readable(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class _Asking:
+    """Who and what one run asks the model about."""
+
+    llm: ToolCaller
+    sessions: async_sessionmaker[AsyncSession]
+    embedder: Embedder
+    user_id: int
+    session_id: int
+    timezone: str
+    now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What a run will store: the messages it read (`window`), whether more are left,
+    the validated plans with their vectors, and how many candidates were dropped."""
+
+    window: list[StoredMessage]
+    has_more: bool
+    plans: list[Plan]
+    vectors: dict[str, Embedding]
+    dropped: int
+
+
+async def _extract_window(asking: _Asking, read: _Read, min_importance: float) -> _Run:
+    """Ask the model about the unread messages. An answer cut off at its token limit is
+    never used: the same window is asked again with more room, then half of it, then a
+    quarter (the rest waits for the next run); past that, the run fails."""
+    window, has_more, max_tokens = read.messages, read.has_more, None
+    for attempt in range(TRUNCATION_RETRIES + 1):
+        shown = _readable(window)
+        if not any(m.role == "user" for m in shown):
+            return _Run(window, has_more, [], {}, 0)
+        try:
+            answer, known = await _ask(asking, shown, max_tokens)
+        except AnswerTruncated:
+            if attempt == TRUNCATION_RETRIES or len(window) < 2:
+                raise
+            if max_tokens is not None:
+                window, has_more = window[: len(window) // 2], True
+            max_tokens = RETRY_MAX_TOKENS
+            log.warning(
+                "memory.extraction_truncated",
+                user_id=asking.user_id,
+                session_id=asking.session_id,
+                attempt=attempt + 1,
+                next_window=len(window),
+            )
+            continue
+        zone = zone_of(asking.timezone)
+        plans, dropped = plans_from(answer, shown, zone, asking.now, min_importance)
+        vectors = await _embed(asking.embedder, plans)
+        plans = await judge_unseen(
+            asking.llm,
+            asking.sessions,
+            user_id=asking.user_id,
+            now=asking.now,
+            plans=plans,
+            vectors=vectors,
+            shown=known,
+        )
+        return _Run(window, has_more, plans, vectors, dropped + len(answer.invalid))
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
 async def _ask(
-    llm: ToolCaller,
-    sessions: async_sessionmaker[AsyncSession],
-    memories: SqlMemoryRepository,
-    user_id: int,
-    shown: Sequence[StoredMessage],
-    timezone: str,
-    now: datetime,
-) -> ExtractionAnswer:
-    known = await memories.live(user_id, limit=KNOWN_IN_PROMPT)
-    async with sessions() as db:
-        threads = [t.title for t in await live_threads(db, user_id, limit=THREADS_IN_PROMPT)]
-    zone = zone_of(timezone)
-    prompt = extraction_prompt(
-        shown, timezone=timezone, zone=zone, now=now, known=known, threads=threads
+    asking: _Asking, shown: Sequence[StoredMessage], max_tokens: int | None
+) -> tuple[ExtractionAnswer, set[int]]:
+    """One `record_memories` call over `shown`, with the memories relevant to it (their
+    ids are returned too); each item validated on its own (invalid ones are logged and
+    dropped)."""
+    user_id = asking.user_id
+    said = [m.content for m in shown if m.role == "user"]
+    known = await relevant_memories(
+        asking.sessions,
+        asking.embedder,
+        user_id=user_id,
+        texts=said,
+        now=asking.now,
+        limit=KNOWN_IN_PROMPT,
     )
-    raw = await llm.call_tool(
+    async with asking.sessions() as db:
+        threads = [t.title for t in await live_threads(db, user_id, limit=THREADS_IN_PROMPT)]
+    zone = zone_of(asking.timezone)
+    prompt = extraction_prompt(
+        shown, timezone=asking.timezone, zone=zone, now=asking.now, known=known, threads=threads
+    )
+    raw = await asking.llm.call_tool(
         system=EXTRACTION_SYSTEM,
         prompt=prompt,
         tool_name=EXTRACTION_TOOL.name,
         tool_description=EXTRACTION_TOOL.description,
         input_schema=EXTRACTION_TOOL.input_schema,
+        max_tokens=max_tokens,
     )
-    return ExtractionAnswer.model_validate(raw)
+    answer = parse_answer(raw)
+    for reason in answer.invalid:
+        log.info("memory.candidate_invalid", user_id=user_id, reason=reason)
+    return answer, {item.id for item in known}
 
 
 async def _embed(embedder: Embedder, plans: Sequence[Plan]) -> dict[str, Embedding]:
-    texts = list(
-        dict.fromkeys(
-            [p.candidate.content for p in plans] + [p.supersedes for p in plans if p.supersedes]
-        )
-    )
+    verdicts = [
+        text
+        for p in plans
+        for text in (p.supersedes, p.same_as)
+        if text and not _LABEL.fullmatch(text)
+    ]
+    texts = list(dict.fromkeys([p.candidate.content for p in plans] + verdicts))
     if not texts:
         return {}
     matrix = await embedder.embed(texts)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memory.items import CATEGORIES, MemoryItem
 from memory.lifespan import is_event_date
@@ -63,6 +63,7 @@ EXTRACTION_TOOL = ToolSchema(
                         "event_date": _DATE_SCHEMA,
                         "expiry_hint": {"enum": ["days", "weeks", "never", None]},
                         "evidence_message_ids": {"type": "array", "items": {"type": "integer"}},
+                        "same_as": {"type": ["string", "null"]},
                         "supersedes": {"type": ["string", "null"]},
                         "thread": {"type": ["string", "null"], "maxLength": 80},
                     },
@@ -131,14 +132,20 @@ in its header. null when there is no date.
 6. importance 1-10 (10 life-defining, 1 trivia). confidence 0-1 that the person really \
 stated this about themselves (hypotheticals, jokes, quotes and questions are low).
 7. evidence_message_ids: the ids of THE PERSON's messages that state it.
-8. supersedes: when it replaces something remembered or said before (they moved, changed \
-jobs, the date changed), the text of the older fact; otherwise null.
+8. Compare every memory with what is already remembered, each shown with its label \
+(m12). same_as: the label of a remembered memory that already says the same thing about \
+the same subject, only worded differently (nothing new to store). supersedes: the label \
+of a remembered memory this one changes, negates or ends: "I'm not vegetarian any more", \
+"I used to live in Oslo, now Bergen", "I quit", "we broke up", a moved date, a new value \
+for the same attribute of the same subject. A fact about someone else never supersedes \
+one about the person or about a third person (the sister's birthday is not the person's \
+birthday; a friend's job is not the person's job). Both null for something new.
 9. thread: for thread, goal and event memories, a short title (at most 8 words) of the \
 ongoing situation it belongs to, e.g. "Job interview at Acme". When it belongs to a \
 situation listed between <threads> and </threads>, copy that title exactly; null for \
 other categories.
-10. Skip greetings, small talk and what is already remembered unchanged. Return an empty \
-list when there is nothing new."""
+10. Skip greetings and small talk. Return an empty list when nothing was said about the \
+person's life."""
 
 CLASSIFY_SYSTEM = f"""\
 The person asked their companion to remember something. Classify it by calling \
@@ -162,6 +169,7 @@ class ExtractedMemory(BaseModel):
     event_date: str | None = None
     expiry_hint: Literal["days", "weeks", "never"] | None = None
     evidence_message_ids: list[int] = Field(default_factory=list)
+    same_as: str | None = None
     supersedes: str | None = None
     thread: str | None = None
 
@@ -181,11 +189,37 @@ class ExtractedMemory(BaseModel):
 
 
 class ExtractionAnswer(BaseModel):
-    """The whole tool input of `record_memories`."""
+    """The whole tool input of `record_memories`, each item validated on its own:
+    `memories` are the valid ones, `invalid` the reasons the others were dropped."""
 
     model_config = ConfigDict(extra="ignore")
 
     memories: list[ExtractedMemory]
+    invalid: list[str] = Field(default_factory=list)
+
+
+def parse_answer(raw: Any) -> ExtractionAnswer:
+    """The model's `record_memories` input, item by item: an item that does not fit the
+    shape is dropped with its reason, the rest kept. `ValueError` when the answer as a
+    whole is unusable (no `memories` list)."""
+    items = raw.get("memories") if isinstance(raw, dict) else None
+    if not isinstance(items, list):
+        raise ValueError("record_memories answer has no memories list")
+    valid: list[ExtractedMemory] = []
+    invalid: list[str] = []
+    for item in items:
+        try:
+            valid.append(ExtractedMemory.model_validate(item))
+        except ValidationError as exc:
+            invalid.append(_reason(exc))
+    return ExtractionAnswer(memories=valid, invalid=invalid)
+
+
+def _reason(exc: ValidationError) -> str:
+    """`field:error_type` of the first problem, e.g. `importance:less_than_equal`."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "item"
+    return f"{where}:{first['type']}"[:80]
 
 
 class Classification(BaseModel):
@@ -246,7 +280,8 @@ def extraction_prompt(
     return (
         f"The person's timezone: {timezone}. Now, in their timezone: "
         f"{now.astimezone(zone):%a %Y-%m-%d %H:%M}.\n\n"
-        "Already remembered (data, for reference):\n"
+        "Already remembered, the memories relevant to this conversation (data; label: "
+        "content):\n"
         f"<remembered>\n{remembered or '(nothing yet)'}\n</remembered>\n\n"
         "Ongoing situations (data; thread titles to reuse):\n"
         f"<threads>\n{situations or '(none yet)'}\n</threads>\n\n"

@@ -90,14 +90,27 @@ class MemoryHistory:
 
 
 @dataclass(frozen=True, slots=True)
+class UpdateQuestion:
+    """A question to put to the person: their new statement changes a memory they set
+    explicitly or pinned (`memory_label`, `old`); should `new` replace it?"""
+
+    id: int
+    memory_label: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True, slots=True)
 class ExtractionOutcome:
-    """What one extraction run did; `items` are the rows it stored (new or new versions)."""
+    """What one extraction run did; `items` are the rows it stored (new or new versions),
+    `questions` the updates to explicit or pinned memories the person is to be asked."""
 
     added: int = 0
     updated: int = 0
     skipped: int = 0
     items: tuple[MemoryItem, ...] = ()
     failed: bool = False
+    questions: tuple[UpdateQuestion, ...] = ()
 
 
 _SPACE = re.compile(r"\s+")

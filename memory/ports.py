@@ -47,7 +47,8 @@ class ToolCaller(Protocol):
     """A fast language model answering through one forced tool call.
 
     Raises an exception (any) when it cannot answer; callers treat that as
-    "try again later".
+    "try again later". Raises `memory.errors.AnswerTruncated` when the answer stopped at
+    its token limit; `max_tokens` (None: the caller's default) sets that limit.
     """
 
     async def call_tool(
@@ -58,4 +59,5 @@ class ToolCaller(Protocol):
         tool_name: str,
         tool_description: str,
         input_schema: dict[str, Any],
+        max_tokens: int | None = None,
     ) -> dict[str, Any]: ...

@@ -1,7 +1,12 @@
 """Deciding in code what a candidate memory is: invalid, already known, a new version of a
 known memory, or new; then storing it with provenance inside the caller's batch.
 
-Extracted memories never replace what the person set explicitly or pinned.
+Before the model: only exact duplicates (by hash) and what the person asked to forget are
+dropped. Past that, the model's verdict decides (`same_as` a shown memory: mentioned
+again; `supersedes` one: a new version, history kept; neither: new); similarity alone
+never drops a candidate. A supersede by a fact naming someone else (a sister, a friend)
+than the memory it would replace is refused in code and stored as new. Extracted
+memories never replace what the person set explicitly or pinned: the person is asked.
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ import structlog
 
 from memory.errors import MemoryNotFound
 from memory.extraction_prompt import ExtractedMemory, ExtractionAnswer
-from memory.items import Candidate, ExtractionOutcome, MemoryItem, content_hash
+from memory.items import Candidate, ExtractionOutcome, MemoryItem, UpdateQuestion, content_hash
 from memory.lifespan import lifespan, parse_event_date
 from memory.memory_batch import Embedding, MemoryBatch, to_item
+from memory.questions import ask_update
 from memory.records import StoredMessage
+from memory.relevant import kin_terms, names, owner_kin
 from memory.system_claims import claims_power_over_system
 from memory.threads import THREADED_CATEGORIES, attach, file_under, thread_title, touch
 
@@ -29,10 +36,10 @@ MIN_CONFIDENCE = 0.7
 MAX_CONTENT_CHARS = 500
 MIN_CONTENT_CHARS = 12
 MIN_CONTENT_WORDS = 3
-DUPLICATE_SIMILARITY = 0.92  # the same thing said again: skip
-UPDATE_SIMILARITY = 0.80  # close and in the same category: a new version of it
-SUPERSEDES_MATCH = 0.80  # how close the model's "supersedes" text must be to a memory
+DUPLICATE_SIMILARITY = 0.92  # a forgotten memory said again: not learned again
+SUPERSEDES_MATCH = 0.80  # how close a verdict given as text must be to a memory
 KEPT = ("active", "dying", "forgotten")
+SUBJECT_WORDS = 5  # "The person's best friend Tom …": whom a fact is about comes first
 _GENERIC_WORDS = (
     "the person they them their is are was has have had a an it this that of to and "
     "said says something things stuff likes feels thinks about some"
@@ -43,12 +50,14 @@ _LABEL = re.compile(r"m(\d+)")
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """A validated candidate, the text of the older fact it says it replaces, and the
-    title of the ongoing situation it belongs to (threads, goals and events)."""
+    """A validated candidate, the model's verdict on it (the label, or text, of the
+    remembered memory it repeats or replaces), and the title of the ongoing situation it
+    belongs to (threads, goals and events)."""
 
     candidate: Candidate
     supersedes: str | None = None
     thread: str | None = None
+    same_as: str | None = None
 
 
 def plans_from(
@@ -82,7 +91,9 @@ def plans_from(
         title = extracted.thread
         if title is not None and claims_power_over_system(title):
             title = None
-        plans.append(Plan(candidate, extracted.supersedes or None, title))
+        plans.append(
+            Plan(candidate, extracted.supersedes or None, title, extracted.same_as or None)
+        )
     return plans, len(answer.memories) - len(plans)
 
 
@@ -114,48 +125,53 @@ async def store_plans(
     """Reconcile and store every plan in `batch`; `vectors` maps each text to its embedding.
 
     Threads, goals and events are filed under the person's thread for their situation,
-    which records `session_id` as one more session it came up in.
+    which records `session_id` as one more session it came up in. A change to an
+    explicit or pinned memory is stored as a question to the person instead.
     """
     added, updated, skipped = 0, 0, 0
     stored: list[MemoryItem] = []
+    questions: list[UpdateQuestion] = []
     for plan in plans:
-        verdict, item = await _reconcile(batch, plan, vectors, session_id)
+        verdict, item, question = await _reconcile(batch, plan, vectors, session_id)
         added += verdict == "added"
         updated += verdict == "updated"
         skipped += verdict == "skipped"
         if item is not None:
             stored.append(item)
-    return ExtractionOutcome(added, updated, skipped, tuple(stored))
+        if question is not None:
+            questions.append(question)
+    return ExtractionOutcome(added, updated, skipped, tuple(stored), questions=tuple(questions))
 
 
 async def _reconcile(
     batch: MemoryBatch, plan: Plan, vectors: dict[str, Embedding], session_id: int
-) -> tuple[str, MemoryItem | None]:
-    """Add, update (supersede) or skip one validated candidate."""
+) -> tuple[str, MemoryItem | None, UpdateQuestion | None]:
+    """Add, update (supersede) or skip one validated candidate, or ask the person."""
     candidate = plan.candidate
     vector = vectors[candidate.content]
     action, target = await _match(batch, plan, vectors)
     if action == "skip":
         if target is not None and target.live:
             await _mentioned_again(batch, plan, target, vectors, session_id)
-        return "skipped", None
+        return "skipped", None, None
     if target is not None and (target.source == "user" or target.pinned):
+        question = await ask_update(batch, target, candidate)
         log.info(
-            "memory.contradiction_skipped",
+            "memory.contradiction_asked" if question else "memory.contradiction_skipped",
             user_id=batch.user_id,
             memory_id=target.id,
             reason="pinned" if target.pinned else "explicit",
         )
-        return "skipped", None
+        return "skipped", None, question
     thread_id = await _thread_of(batch, plan, target, vector, session_id)
     candidate = replace(candidate, thread_id=thread_id)
     if target is None:
         item = await batch.add(candidate, source="extracted", actor="extraction", embedding=vector)
-        return "added", item
+        return "added", item, None
     item = await batch.supersede(
         target.short_id, candidate, source="extracted", actor="extraction", embedding=vector
     )
-    return "updated", item
+    return "updated", item, None
 
 
 async def _thread_of(
@@ -210,39 +226,41 @@ async def _match(
         vector, limit=1, min_similarity=DUPLICATE_SIMILARITY, statuses=("forgotten",)
     ):
         return "skip", None  # the person asked to forget this
+    if plan.same_as:
+        known = await _named(batch, plan.same_as, vectors.get(plan.same_as))
+        if known is not None:
+            return "skip", known
     if plan.supersedes:
-        named = await _named(batch, plan.supersedes, vectors[plan.supersedes])
-        if named is not None:
+        named = await _named(batch, plan.supersedes, vectors.get(plan.supersedes))
+        if named is not None and _other_subject(candidate.content, named.content):
+            log.info("memory.supersede_refused", user_id=batch.user_id, memory_id=named.id)
+        elif named is not None:
             return "supersede", named
-    for item, similarity in await batch.similar(vector, min_similarity=UPDATE_SIMILARITY):
-        if similarity >= DUPLICATE_SIMILARITY and not _moved_event(candidate, item):
-            return "skip", item
-        if item.category == candidate.category:
-            return "supersede", item
     return "add", None
 
 
-async def _named(batch: MemoryBatch, text: str, vector: Embedding) -> MemoryItem | None:
-    """The live memory the model says a candidate replaces (by label like `m3`, or by text)."""
-    label = _LABEL.fullmatch(text.strip())
+def _other_subject(new: str, old: str) -> bool:
+    """The new fact is about someone (sister, friend, boss: named in its first words)
+    the old one does not name, by relation or by name: it cannot replace a fact about
+    the person or about another."""
+    opening = " ".join(new.split()[:SUBJECT_WORDS])
+    others = owner_kin(opening) - set(kin_terms(old))
+    return bool(others) and not names(opening) & names(old)
+
+
+async def _named(batch: MemoryBatch, text: str, vector: Embedding | None) -> MemoryItem | None:
+    """The live memory a verdict names (by label like `m3`, or by text)."""
+    label = _LABEL.fullmatch(text.strip().lower())
     if label is not None:
         try:
             item = to_item(await batch.row(int(label.group(1)), for_update=False))
         except MemoryNotFound:
             return None
         return item if item.live else None
+    if vector is None:
+        return None
     found = await batch.similar(vector, limit=1, min_similarity=SUPERSEDES_MATCH)
     return found[0][0] if found else None
-
-
-def _moved_event(candidate: Candidate, item: MemoryItem) -> bool:
-    """The same event on another day: an update, not a duplicate."""
-    return (
-        candidate.category == item.category == "event"
-        and candidate.event_at is not None
-        and item.event_at is not None
-        and candidate.event_at.date() != item.event_at.date()
-    )
 
 
 async def save_explicit(

@@ -327,6 +327,39 @@ class MemoryEvent(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
 
 
+class MemoryQuestion(Base):
+    """A proposed update of an explicit or pinned memory, put to the person once: the
+    proposal, the messages it came from, and their answer."""
+
+    __tablename__ = "memory_questions"
+    __table_args__ = (
+        UniqueConstraint("user_id", "memory_id", "content_hash", name="uq_memory_questions_once"),
+        CheckConstraint(
+            "status IN ('pending', 'accepted', 'declined', 'stale')",
+            name="memory_questions_status",
+        ),
+        Index("ix_memory_questions_memory", "memory_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    memory_id: Mapped[int] = mapped_column(ForeignKey("memories.id", ondelete="CASCADE"))
+    content: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    category: Mapped[str] = mapped_column(String(16))
+    tier: Mapped[str] = mapped_column(String(8))
+    importance: Mapped[float] = mapped_column(Float)
+    confidence: Mapped[float] = mapped_column(Float)
+    event_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    source_message_ids: Mapped[list[int]] = mapped_column(
+        ARRAY(BigInteger), server_default=text("'{}'")
+    )
+    status: Mapped[str] = mapped_column(String(16), server_default="pending")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    answered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class ButtonAction(Base):
     """The meaning behind a button's opaque token, for one person, until it expires."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.commands import account, editing, memory_view, preferences
+from bot.commands import account, editing, memory_view, preferences, questions
 from bot.commands.base import ACTION_PREFIX, CommandDeps, person_of
 from bot.commands.router import STALE_BUTTON, Router
 from bot.domain import ButtonPress, IncomingMessage, Reply
@@ -70,6 +70,8 @@ VERBS: dict[str, Verb] = {
     "quiet": lambda d, p, x: preferences.quiet_command(d, p, str(x.get("value", ""))),
     "timezone": lambda d, p, x: preferences.timezone_command(d, p, str(x.get("value", ""))),
     "set": preferences.set_flags,
+    "update_yes": lambda d, p, x: questions.answer(d, p, x, True),
+    "update_no": lambda d, p, x: questions.answer(d, p, x, False),
 }
 
 

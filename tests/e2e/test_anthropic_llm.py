@@ -11,8 +11,10 @@ import pytest
 import structlog
 
 from bot.anthropic_llm import CONVERSATION_START, AnthropicLLM
-from bot.errors import LLMBadOutput, LLMUnavailable
+from bot.errors import LLMBadOutput, LLMTruncated, LLMUnavailable
 from bot.llm import LLMRequest, ModelRole, ToolCall, ToolResult, ToolSpec, Turn
+from bot.llm_tools import LLMToolCaller
+from memory.errors import AnswerTruncated
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 
 API_KEY = "sk-ant-test-key"
@@ -242,6 +244,38 @@ async def test_a_forced_tool_that_is_not_called_is_bad_output(
 
     with pytest.raises(LLMBadOutput, match="remember"):
         await llm.complete(ask(tools=(REMEMBER,), force_tool="remember"))
+
+
+async def test_a_forced_tool_call_cut_off_at_max_tokens_is_truncated_never_used(
+    llm: AnthropicLLM, fake: FakeAnthropicAPI
+) -> None:
+    fake.queue_tool_use("remember", {"fact": "likes gr"}, stop_reason="max_tokens")
+    fake.queue_text("Let me think about wh", stop_reason="max_tokens")
+
+    for _ in range(2):  # cut inside the call, and before it started
+        with pytest.raises(LLMTruncated, match="max_tokens"):
+            await llm.complete(ask(tools=(REMEMBER,), force_tool="remember"))
+
+
+async def test_the_tool_caller_reports_a_cut_off_answer_and_asks_with_more_room(
+    llm: AnthropicLLM, fake: FakeAnthropicAPI
+) -> None:
+    caller = LLMToolCaller(llm, max_tokens=300)
+    call = {
+        "system": "Record facts.",
+        "prompt": "I like green tea",
+        "tool_name": "remember",
+        "tool_description": REMEMBER.description,
+        "input_schema": REMEMBER.input_schema,
+    }
+    fake.queue_tool_use("remember", {"fact": "likes gr"}, stop_reason="max_tokens")
+    with pytest.raises(AnswerTruncated):
+        await caller.call_tool(**call)
+    assert fake.last_request["max_tokens"] == 300
+
+    fake.queue_tool_use("remember", {"fact": "likes green tea"})
+    assert await caller.call_tool(**call, max_tokens=8192) == {"fact": "likes green tea"}
+    assert fake.last_request["max_tokens"] == 8192
 
 
 # Retries

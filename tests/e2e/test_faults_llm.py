@@ -198,7 +198,7 @@ async def test_unusable_tool_output_in_extraction_is_retried_later_and_stores_on
 ) -> None:
     model.extraction += [
         ToolUseReply("record_memories", {"memories": "lots"}),
-        ToolUseReply("record_memories", {"memories": [{"content": "The person has a sister"}]}),
+        ToolUseReply("record_memories", {"facts": [{"content": "The person has a sister"}]}),
         TextReply("I'd rather just chat."),  # the forced tool was not called
         _sister_in_aarhus,
     ]

@@ -54,6 +54,7 @@ class ToolUseReply:
     name: str
     input: dict[str, Any]
     text: str = ""
+    stop_reason: str = "tool_use"  # "max_tokens": cut off inside the call
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,12 @@ class FakeAnthropicAPI:
         """Answer the next request with text."""
         self.queue(TextReply(text, stop_reason))
 
-    def queue_tool_use(self, name: str, input: dict[str, Any], text: str = "") -> None:
-        """Answer the next request with a call of tool `name`."""
-        self.queue(ToolUseReply(name, dict(input), text))
+    def queue_tool_use(
+        self, name: str, input: dict[str, Any], text: str = "", stop_reason: str = "tool_use"
+    ) -> None:
+        """Answer the next request with a call of tool `name` (cut off at max_tokens when
+        `stop_reason` says so: the input is then whatever was finished)."""
+        self.queue(ToolUseReply(name, dict(input), text, stop_reason))
 
     def queue_error(
         self,
@@ -217,7 +221,7 @@ class FakeAnthropicAPI:
         content: list[dict[str, Any]] = []
         if step.text:
             content.append({"type": "text", "text": step.text})
-        stop_reason = step.stop_reason if isinstance(step, TextReply) else "tool_use"
+        stop_reason = step.stop_reason
         if isinstance(step, ToolUseReply):
             tool_id = f"toolu_{uuid.uuid4().hex[:24]}"
             content.append(

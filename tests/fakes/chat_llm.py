@@ -38,7 +38,8 @@ class ScriptedLLM:
     down: bool = False
     tools: dict[str, ToolResponder | list[dict[str, object]]] = field(default_factory=dict)
     """Answers to forced tool calls by tool name: a function of the request, or a queue.
-    With none, `record_memories` finds nothing and other tools are unavailable."""
+    With none, `record_memories` finds nothing, `judge_memories` leaves every statement
+    new, and other tools are unavailable."""
 
     async def complete(self, request: LLMRequest) -> Completion:
         self.requests.append(request)
@@ -66,6 +67,8 @@ class ScriptedLLM:
             return tool_call(name, answer(request))
         if name == "record_memories":
             return tool_call(name, {"memories": []})
+        if name == "judge_memories":
+            return tool_call(name, {"verdicts": []})  # every statement stays new
         raise LLMUnavailable(f"no scripted answer for {name}")
 
     @property

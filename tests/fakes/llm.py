@@ -20,6 +20,7 @@ class ToolRequest:
     tool_name: str
     tool_description: str
     input_schema: dict[str, Any]
+    max_tokens: int | None = None
 
 
 Answer = dict[str, Any] | Exception | Callable[[ToolRequest], dict[str, Any]]
@@ -43,8 +44,9 @@ class FakeToolCaller:
         tool_name: str,
         tool_description: str,
         input_schema: dict[str, Any],
+        max_tokens: int | None = None,
     ) -> dict[str, Any]:
-        request = ToolRequest(system, prompt, tool_name, tool_description, input_schema)
+        request = ToolRequest(system, prompt, tool_name, tool_description, input_schema, max_tokens)
         self.requests.append(request)
         if self.down:
             raise ToolCallerDown("scripted outage")

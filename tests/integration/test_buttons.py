@@ -40,6 +40,20 @@ async def a_notice(core: Core, clock: FakeClock, llm: ScriptedLLM) -> Reply:
     return notice
 
 
+async def a_question(core: Core, clock: FakeClock, llm: ScriptedLLM) -> Reply:
+    """Alice contradicts what she set herself (m2): the question asking to update it."""
+    delivery = RecordingDelivery()
+    core.outbound.register(delivery)
+    extractor = RuleExtractor()
+    extractor.add("steak", content="The person eats steak now", supersedes="m2")
+    llm.tools["record_memories"] = extractor
+    await run(core, "I eat steak these days")
+    clock.advance(hours=1)
+    await core.memory.sweep(idle_gap=timedelta(minutes=30))
+    ((_, question),) = delivery.sent
+    return question
+
+
 async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -> list[Button]:
     """Alice's replies carrying one button of each kind."""
     notice = await a_notice(core, clock, llm)
@@ -60,6 +74,7 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
     checkin_menu = await press(core, settings, "Check-in time")
     quiet_menu = await press(core, settings, "Quiet hours")
     timezone_menu = await press(core, settings, "Timezone")
+    question = await a_question(core, clock, llm)
     erase = await run(core, "/forget all")
     picks = [
         (notice, "↩ Undo m1"),
@@ -84,6 +99,8 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
         (checkin_menu, "09:00"),
         (quiet_menu, "23:00-07:00"),
         (timezone_menu, "Tokyo"),
+        (question, "Yes"),
+        (question, "No"),
         (erase, "Cancel"),
         (erase, "Yes"),  # last: Alice presses them in this order below
     ]

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from datetime import date
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
-from memory.tables import DiaryEntry, HeldNotice, Outreach, Thread
+from memory.items import content_hash
+from memory.tables import DiaryEntry, HeldNotice, Memory, MemoryQuestion, Outreach, Thread
 from tests.conftest import FakeClock
 from tests.support.catalog import (
     NOT_BY_USER_ID,
@@ -50,6 +52,23 @@ async def seed_everything(core: Core, clock: FakeClock, user: str) -> int:
                 local_date=date(2026, 3, 1),
                 lines=["We talked about the Zephyr."],
                 notes_to_self=["Ask about the Zephyr's sails."],
+                created_at=clock.now(),
+            )
+        )
+        sails = await db.scalar(  # extraction asks this when they contradict it
+            select(Memory.id).where(Memory.user_id == user_id, Memory.status == "active")
+        )
+        assert sails is not None
+        db.add(
+            MemoryQuestion(
+                user_id=user_id,
+                memory_id=sails,
+                content="The person sails the Zephyr on Mondays now",
+                content_hash=content_hash("The person sails the Zephyr on Mondays now"),
+                category="fact",
+                tier="core",
+                importance=6,
+                confidence=0.9,
                 created_at=clock.now(),
             )
         )

@@ -121,17 +121,20 @@ async def test_moving_supersedes_the_old_home_and_keeps_history(
     assert "lives in London" in block and "Copenhagen" not in block
 
 
-async def test_a_near_duplicate_is_not_stored_twice(
+async def test_a_rewording_the_model_recognises_is_not_stored_twice(
     core: Core, scripted_llm: ScriptedLLM, clock: FakeClock, db: async_sessionmaker[AsyncSession]
 ) -> None:
     extractor = RuleExtractor()
     extractor.add("Miso", content="The person has a cat called Miso", category="relationship")
-    extractor.add("kitty", content="The person has a cat named Miso.", category="relationship")
+    extractor.add(
+        "kitty", content="The person has a cat named Miso.", category="relationship", same_as="m1"
+    )
     scripted_llm.tools["record_memories"] = extractor
     await _turn(core, "my cat Miso knocked over a plant")
     await _new_session(core, clock)
     await _turn(core, "my kitty is asleep on the keyboard")
     await _new_session(core, clock)
+    assert "- m1: The person has a cat called Miso" in extractor.prompts[-1]
     assert len([m for m in await _rows(db) if m.valid_until is None]) == 1
 
 
