@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.background import BackgroundTasks
 from bot.commands.base import CommandDeps
+from bot.commands.edit import EditIntake
 from bot.commands.router import Router
 from bot.commands.setup import install_commands
 from bot.config import Settings
@@ -212,6 +213,7 @@ async def build_core(
         config=conversation_config(settings),
         background=background,
         memory=memory,
+        edits=EditIntake(commands),
     )
     router = Router(conversation)
     install_commands(router, commands)

@@ -14,7 +14,7 @@ from bot.llm import Turn
 from bot.text import estimate_tokens
 from memory.records import StoredMessage
 
-HIDDEN_STATUSES = frozenset({"apology", "too_long", "forgotten"})
+HIDDEN_STATUSES = frozenset({"apology", "too_long", "forgotten", "command"})
 WAITING_STATUSES = frozenset({"stored", "unanswered"})
 """A person's message no reply has answered yet."""
 

@@ -142,7 +142,14 @@ class SqlConversationStore:
                 content=text,
                 created_at=now,
             )
-            return Inbound(to_person(user), to_session(session_row), stored, closed_id)
+            waiting = user.pending_edit_until is not None and user.pending_edit_until > now
+            return Inbound(
+                to_person(user),
+                to_session(session_row),
+                stored,
+                closed_id,
+                pending_edit=user.pending_edit if waiting else None,
+            )
 
     async def ensure_person(
         self,

@@ -83,6 +83,9 @@ class User(Base):
     memory_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     session_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     """The person's sessions counted by the nightly patrol so far (decay counts with it)."""
+    pending_edit: Mapped[int | None] = mapped_column(Integer)
+    """The short id of the memory whose new text the person's next private message is."""
+    pending_edit_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
 
 

@@ -1,5 +1,5 @@
-"""`/memory`: what is remembered, grouped by tier, paginated, with buttons to forget or
-pin each item; `/memory trash` to restore what was forgotten."""
+"""`/memory`: what is remembered, grouped by tier, paginated, with buttons to forget,
+pin or edit each item; `/memory trash` to restore what was forgotten."""
 
 from __future__ import annotations
 
@@ -105,13 +105,14 @@ async def memory_page(
 
 
 def item_buttons(items: list[MemoryItem]) -> list[list[ButtonSpec]]:
-    """Forget and pin/unpin per item, five buttons a row."""
+    """Forget, pin/unpin and edit per item, two items a row."""
     specs: list[ButtonSpec] = []
     for item in items:
         specs.append(ButtonSpec(f"🗑 {item.label}", "forget", {"m": item.short_id}))
         verb, icon = ("unpin", "📍") if item.pinned else ("pin", "📌")
         specs.append(ButtonSpec(f"{icon} {item.label}", verb, {"m": item.short_id}))
-    return [specs[i : i + 5] for i in range(0, len(specs), 5)]
+        specs.append(ButtonSpec(f"✏️ {item.label}", "edit", {"m": item.short_id}))
+    return [specs[i : i + 6] for i in range(0, len(specs), 6)]
 
 
 def nav_buttons(

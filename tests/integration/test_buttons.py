@@ -69,6 +69,7 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
         (first, "🗑 m"),
         (first, "📌 m"),
         (first, "📍 m3"),
+        (first, "✏️ m"),
         (ambiguous, "Forget m"),
         (ambiguous_pin, "Pin m"),
         (trash, "♻ Restore m23"),
