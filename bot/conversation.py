@@ -111,7 +111,7 @@ async def handle_message(incoming: IncomingMessage, *, conversation: Conversatio
     inbound = await _record(incoming, text, conversation)
     person, message = inbound.person, inbound.message
     with bind_person(user_id=person.id, platform=incoming.platform):
-        if inbound.duplicate and message.status == "answered":
+        if inbound.duplicate and message.status in ("answered", "command"):
             log.info("conversation.duplicate_ignored", message_id=message.id)
             return Reply("", silent=True)
         async with conversation.turns.hold(person.id):
