@@ -5,6 +5,7 @@ its memory tool only in private chats."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
@@ -167,6 +168,9 @@ async def test_remember_keeps_its_text_as_the_source_never_as_a_turn(
     await run(core, "/forget m1")
     await say(core, "anything new?")
     assert SECRET not in scripted_llm.last_prompt_text().lower()
+    exported = json.loads((await run(core, "/export")).document.content)  # type: ignore[union-attr]
+    commands = [m for m in exported["messages"] if m["status"] == "command"]
+    assert len(commands) == 2 and all(m["content"] is None for m in commands)
     assert await core.memories.purge_trash(clock.now() + timedelta(days=31)) == 1
     assert await rows_mentioning(core.sessions, SECRET, user_id=alice) == {}
 
