@@ -87,7 +87,8 @@ async def still_forgotten_messages(
 
 async def hide_messages(db: AsyncSession, *, user_id: int, message_ids: Sequence[int]) -> int:
     """Hide messages from prompts, recall and the diary, and drop the summaries of their
-    sessions (which may repeat them); in the caller's transaction."""
+    sessions (which may repeat them; the patrol writes closed ones again without them);
+    in the caller's transaction."""
     if not message_ids:
         return 0
     sessions = await db.scalars(
@@ -100,25 +101,36 @@ async def hide_messages(db: AsyncSession, *, user_id: int, message_ids: Sequence
         .values(status=HIDDEN)
         .returning(Message.session_id)
     )
-    await db.execute(
-        update(Session)
-        .where(Session.user_id == user_id, Session.id.in_(set(sessions)))
-        .values(summary="", summarized_through=None)
-    )
+    await _drop_summaries(db, user_id=user_id, session_ids=set(sessions))
     return len(message_ids)
+
+
+async def _drop_summaries(db: AsyncSession, *, user_id: int, session_ids: set[int]) -> None:
+    """Drop the summaries of these sessions (they may repeat words now hidden, or lack
+    words shown again); a closed one is marked for the patrol to write again."""
+    if session_ids:
+        await db.execute(
+            update(Session)
+            .where(Session.user_id == user_id, Session.id.in_(session_ids))
+            .values(
+                summary="", summarized_through=None, summary_stale=Session.closed_at.is_not(None)
+            )
+        )
 
 
 async def unhide_messages(db: AsyncSession, *, user_id: int, message_ids: Sequence[int]) -> None:
     """Show hidden messages again (their memory was restored), except those another
-    forgotten memory still needs hidden."""
+    forgotten memory still needs hidden; their sessions' summaries are written again."""
     keep_hidden = await still_forgotten_messages(db, user_ids=[user_id])
     shown = [m for m in message_ids if m not in keep_hidden]
     if shown:
-        await db.execute(
+        sessions = await db.scalars(
             update(Message)
             .where(Message.user_id == user_id, Message.id.in_(shown), Message.status == HIDDEN)
             .values(status="answered")
+            .returning(Message.session_id)
         )
+        await _drop_summaries(db, user_id=user_id, session_ids=set(sessions))
 
 
 async def erase_messages(

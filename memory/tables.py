@@ -120,6 +120,9 @@ class Session(Base):
     extracted_through: Mapped[int | None] = mapped_column(BigInteger)
     extraction_attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     extraction_due: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    summary_stale: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    """Closed, and its summary dropped since words in it were forgotten or restored: the
+    nightly patrol writes it again from what is visible."""
 
 
 class Message(Base):

@@ -24,8 +24,15 @@ def upgrade() -> None:
     op.add_column(
         "users", sa.Column("pending_edit_until", sa.DateTime(timezone=True), nullable=True)
     )
+    # A closed session whose summary was dropped because words in it were forgotten (or
+    # came back): the nightly patrol writes it again from what is visible now.
+    op.add_column(
+        "sessions",
+        sa.Column("summary_stale", sa.Boolean(), server_default=sa.text("false"), nullable=False),
+    )
 
 
 def downgrade() -> None:
+    op.drop_column("sessions", "summary_stale")
     op.drop_column("users", "pending_edit_until")
     op.drop_column("users", "pending_edit")

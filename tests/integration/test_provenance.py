@@ -69,12 +69,14 @@ async def a_secret_saved_by_the_chat_tool(
         text("Saved — your locker code is zanzibar."),
     ]
     await say(core, "please remember that")
+    await say(core, "thanks, off to the gym now")
     async with core.sessions() as db:
         said = list(
             await db.scalars(
                 select(Message.id)
                 .where(Message.user_id == alice, Message.role == "user")
                 .order_by(Message.id)
+                .limit(2)
             )
         )
     clock.advance(hours=1)
@@ -123,6 +125,27 @@ async def test_forgetting_what_the_chat_tool_saved_leaves_no_trace_of_its_words(
     (entry,) = await recent_entries(core.sessions, user_id=alice)
     assert entry.withdrawn
     assert SECRET not in (await run(core, "/diary")).text.lower()
+
+
+async def test_a_summary_dropped_by_forgetting_is_written_again_without_the_words(
+    core: Core, clock: FakeClock, scripted_llm: ScriptedLLM
+) -> None:
+    alice, _ = await a_secret_saved_by_the_chat_tool(core, clock, scripted_llm)
+    clock.current = TUESDAY
+    await run(core, "/forget m1")
+    assert await summaries(core, alice) == [""]
+    clock.current = NIGHT + timedelta(days=1)
+    await run_nightly(scheduler_deps(core))
+    (summary,) = await summaries(core, alice)
+    assert "off to the gym" in summary and SECRET not in summary.lower()
+
+    undone = await press(core, await run(core, "/memory trash"), "♻ Restore m1")
+    assert "Restored" in undone.text
+    assert await summaries(core, alice) == [""]  # written again with the words back
+    clock.current = NIGHT + timedelta(days=2)
+    await run_nightly(scheduler_deps(core))
+    (summary,) = await summaries(core, alice)
+    assert SECRET in summary.lower() and "off to the gym" in summary
 
 
 async def test_restoring_it_brings_the_words_back(
