@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.commands.base import (
+    ButtonSpec,
     CommandDeps,
     CommandSource,
     make_buttons,
@@ -53,6 +54,18 @@ async def edit_command(
         return checked
     message_id = await record_source(deps, person, source)
     return await _apply(deps, person, checked, text, [message_id])
+
+
+async def pick(deps: CommandDeps, person: Person, short_ids: Sequence[int]) -> Reply:
+    """The ✏️ button under `/memory`: which of the memories shown to change."""
+    found = [await deps.memories.get(person.id, short_id) for short_id in short_ids[:10]]
+    items = [item for item in found if item is not None and item.live]
+    if not items:
+        return Reply("Those memories have changed since. /memory shows them now.", private=True)
+    specs = [ButtonSpec(f"✏️ {m.label}", "edit", {"m": m.short_id}) for m in items]
+    listing = "\n".join(f"{m.label} · {m.content}" for m in items)
+    buttons = await make_buttons(deps, person, [specs[i : i + 5] for i in range(0, len(specs), 5)])
+    return Reply(f"Which one should I change?\n{listing}", buttons, private=True)
 
 
 async def ask_for_text(deps: CommandDeps, person: Person, short_id: int) -> Reply:

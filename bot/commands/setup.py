@@ -71,6 +71,7 @@ VERBS: dict[str, Verb] = {
     "unpin": lambda d, p, x: _on_item(d, p, x, "unpin"),
     "restore": lambda d, p, x: editing.restore(d, p, int(x["m"])),
     "edit": lambda d, p, x: edit.ask_for_text(d, p, int(x.get("m", 0))),
+    "edit_pick": lambda d, p, x: edit.pick(d, p, [int(m) for m in x.get("ms", [])]),
     "undo": lambda d, p, x: editing.undo(d, p, int(x["event"]), int(x["m"])),
     "erase": lambda d, p, x: account.erase(d, p),
     "cancel": lambda d, p, x: _static("Cancelled — nothing was erased."),

@@ -23,7 +23,8 @@ async def test_edit_by_command_and_by_button_in_the_terminal(
             "/edit m1 I work at Globex",
             "/edit m7 I work at Initech",  # no such memory
             "/memory",
-            "3",  # ✏️ m2, the third button under /memory
+            "3",  # ✏️ Edit, the third button under /memory
+            "1",  # ✏️ m2, the first (and only) memory it offers
             "I work at Initech",  # the new text, not conversation
             "/memory",
         ]
@@ -38,7 +39,8 @@ async def test_edit_by_command_and_by_button_in_the_terminal(
     assert "Updated: “I work at Globex” (now m2; it said “I work at Acme”" in out
     assert "  [1] ↩ Undo" in out
     assert "I have no memory m7." in out
-    assert "  [1] 🗑 m2\n  [2] 📌 m2\n  [3] ✏️ m2" in out
+    assert "  [1] 🗑 m2\n  [2] 📌 m2\n  [3] ✏️ Edit" in out
+    assert "Which one should I change?\nm2 · I work at Globex\n  [1] ✏️ m2" in out
     assert "What should m2 say instead of “I work at Globex”?" in out
     assert "Updated: “I work at Initech” (now m3" in out
     assert "m3 · I work at Initech" in out

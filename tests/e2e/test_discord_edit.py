@@ -77,7 +77,9 @@ async def test_the_edit_button_takes_the_next_dm_as_the_new_text(
     _, followup = await answered(fake, interaction)
     page = message_of(followup)
 
-    _, asked = await press(fake, page, "✏️ m1", guild=False)
+    _, picker = await press(fake, page, "✏️ Edit", guild=False)
+    assert picker.content.startswith("Which one should I change?")
+    _, asked = await press(fake, picker, "✏️ m1", guild=False)
     assert "What should m1 say instead of “I work at Acme”?" in asked.content
 
     await fake.dm(ALICE, "I work at Globex now")

@@ -65,8 +65,11 @@ async def test_the_edit_button_takes_the_next_message_as_the_new_text(
     fake.push_message(ALICE, "/memory")
     [page] = await fake.wait_for_sent(ALICE)
 
-    await press(fake, page, "✏️ m1")
+    await press(fake, page, "✏️ Edit")
     await changed(fake, page, 1)
+    assert page.text.startswith("Which one should I change?")
+    await press(fake, page, "✏️ m1")
+    await changed(fake, page, 2)
     assert "What should m1 say instead of “I work at Acme”?" in page.text
 
     fake.push_message(ALICE, "I work at Globex now")

@@ -51,6 +51,7 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
         await run(core, f"/forget m{short_id}")
     first = await run(core, "/memory")
     second = await press(core, first, "Next")
+    picker = await press(core, first, "✏️ Edit")
     ambiguous = await run(core, "/forget brother")
     ambiguous_pin = await run(core, "/pin brother")
     trash = await run(core, "/memory trash")
@@ -69,7 +70,8 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
         (first, "🗑 m"),
         (first, "📌 m"),
         (first, "📍 m3"),
-        (first, "✏️ m"),
+        (first, "✏️ Edit"),
+        (picker, "✏️ m"),
         (ambiguous, "Forget m"),
         (ambiguous_pin, "Pin m"),
         (trash, "♻ Restore m23"),

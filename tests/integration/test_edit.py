@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core, build_core
 from bot.config import Settings
-from bot.domain import IncomingMessage
+from bot.domain import IncomingMessage, Reply
 from memory.tables import Memory, MemoryEvent, Message, User
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
@@ -27,6 +27,13 @@ async def row_of(core: Core, user_id: int, short_id: int) -> Memory:
                 select(Memory).where(Memory.user_id == user_id, Memory.short_id == short_id)
             )
         ).one()
+
+
+async def press_edit(core: Core, label: str) -> Reply:
+    """Alice presses ✏️ Edit under /memory, then the button of memory `label`."""
+    picker = await press(core, await run(core, "/memory"), "✏️ Edit")
+    assert "Which one should I change?" in picker.text, picker.text
+    return await press(core, picker, f"✏️ {label}")
 
 
 async def message(core: Core, message_id: int) -> Message:
@@ -135,7 +142,7 @@ async def test_the_edit_button_takes_the_next_private_message_as_the_new_text(
 ) -> None:
     await remember(core, "I work at Acme")
     alice = await user_id_of(core.sessions, "alice")
-    asked = await press(core, await run(core, "/memory"), "✏️ m1")
+    asked = await press_edit(core, "m1")
     assert "What should m1 say" in asked.text and "/cancel" in asked.text, asked.text
     chats = len(scripted_llm.chat_requests)
 
@@ -157,13 +164,13 @@ async def test_the_edit_button_takes_the_next_private_message_as_the_new_text(
 
 async def test_cancel_or_any_command_ends_the_wait(core: Core, scripted_llm: ScriptedLLM) -> None:
     await remember(core, "I work at Acme")
-    await press(core, await run(core, "/memory"), "✏️ m1")
+    await press_edit(core, "m1")
     assert "m1 stays as it was" in (await run(core, "/cancel")).text
     assert "nothing to cancel" in (await run(core, "/cancel")).text
     await run(core, "I work at Globex")
     assert len(scripted_llm.chat_requests) == 1  # answered as conversation
 
-    await press(core, await run(core, "/memory"), "✏️ m1")
+    await press_edit(core, "m1")
     await run(core, "/settings")
     await run(core, "just chatting")
     assert len(scripted_llm.chat_requests) == 2
@@ -175,7 +182,7 @@ async def test_the_wait_runs_out_and_a_group_message_does_not_end_it(
     core: Core, clock: FakeClock, scripted_llm: ScriptedLLM
 ) -> None:
     await remember(core, "I work at Acme")
-    await press(core, await run(core, "/memory"), "✏️ m1")
+    await press_edit(core, "m1")
     group = IncomingMessage(
         "console", "alice", "hello everyone", chat_id="group-1", is_private=False
     )
@@ -192,7 +199,7 @@ async def test_a_bad_text_after_the_button_changes_nothing_and_is_kept(
     core: Core, scripted_llm: ScriptedLLM
 ) -> None:
     await remember(core, "I work at Acme")
-    await press(core, await run(core, "/memory"), "✏️ m1")
+    await press_edit(core, "m1")
     reply = await run(core, "y" * 600)
     assert "too long" in reply.text and "Nothing was changed" in reply.text, reply.text
     assert not scripted_llm.chat_requests
@@ -212,7 +219,7 @@ async def test_a_waiting_edit_survives_a_restart(
     db: async_sessionmaker[AsyncSession],
 ) -> None:
     await remember(core, "I work at Acme")
-    await press(core, await run(core, "/memory"), "✏️ m1")
+    await press_edit(core, "m1")
     async with db() as s:
         assert (await s.scalars(select(User.pending_edit))).one() == 1
     settings = Settings(database_url=database_url, data_dir=tmp_path, burst_window_seconds=0.05)
