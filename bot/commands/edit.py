@@ -1,5 +1,6 @@
-"""Correcting a memory in the person's own words: `/edit m12 new text`, and the Edit
-button of `/memory`, after which the person's next private message is the new text.
+"""Correcting a memory in the person's own words: `/edit m12 new text`, and the ✏️ Edit
+button of `/memory` (then an item's button), after which the person's next private
+message is the new text.
 
 An edit supersedes the memory (history kept, tier and pin carried over, source `user`
 like `/remember`), records the message it came from, and can be undone.
@@ -28,7 +29,7 @@ from memory.system_claims import claims_power_over_system
 
 USAGE = (
     "Tell me which memory to change and what it should say: /edit m12 my sister's "
-    "birthday is 5 May. The ids are in /memory (or press ✏️ there)."
+    "birthday is 5 May. The ids are in /memory (or press ✏️ Edit there)."
 )
 MAX_EDIT = MAX_REMEMBER
 WAIT_MINUTES = int(EDIT_WAIT.total_seconds() // 60)
@@ -46,7 +47,7 @@ async def edit_command(
     if not text:
         return Reply(
             f"What should m{short_id} say now? Send /edit m{short_id} and the new text, or "
-            "press ✏️ on it in /memory.",
+            "press ✏️ Edit under /memory.",
             private=True,
         )
     checked = await _editable(deps, person, short_id, text)
@@ -115,7 +116,7 @@ class EditIntake:
         checked = await _editable(deps, person, short_id, text)
         if isinstance(checked, Reply):
             return Reply(
-                f"{checked.text}\nNothing was changed; press ✏️ in /memory to try again.",
+                f"{checked.text}\nNothing was changed; press ✏️ Edit under /memory to try again.",
                 private=True,
             )
         return await _apply(deps, person, checked, text, [message.id])
