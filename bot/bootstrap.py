@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.background import BackgroundTasks
 from bot.commands.base import CommandDeps
+from bot.commands.edit import EditIntake
 from bot.commands.router import Router
 from bot.commands.setup import install_commands
 from bot.config import Settings
@@ -215,6 +216,7 @@ async def build_core(
         background=background,
         memory=memory,
         extras=TimezoneOnboarding(commands),
+        edits=EditIntake(commands),
     )
     router = Router(conversation)
     install_commands(router, commands)

@@ -82,6 +82,14 @@ class ReplyExtras(Protocol):
         ...
 
 
+class EditIntake(Protocol):
+    """Takes a message as the new text of a memory the person pressed Edit on."""
+
+    async def complete(self, inbound: Inbound) -> Reply | None:
+        """The reply to the edit, or None when no edit was waiting after all."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """The collaborators of a turn."""
@@ -95,6 +103,7 @@ class Conversation:
     memory: MemoryGateway | None = None
     turns: TurnLocks = field(default_factory=TurnLocks)
     extras: ReplyExtras | None = None
+    edits: EditIntake | None = None
 
 
 async def record_message(incoming: IncomingMessage, *, conversation: Conversation) -> None:
@@ -115,11 +124,22 @@ async def handle_message(incoming: IncomingMessage, *, conversation: Conversatio
     inbound = await _record(incoming, text, conversation)
     person, message = inbound.person, inbound.message
     with bind_person(user_id=person.id, platform=incoming.platform):
-        if inbound.duplicate and message.status == "answered":
+        if inbound.duplicate and message.status in ("answered", "command"):
             log.info("conversation.duplicate_ignored", message_id=message.id)
             return Reply("", silent=True)
         async with conversation.turns.hold(person.id):
-            return await _answer(incoming, inbound, conversation)
+            edited = await _edit_waiting(incoming, inbound, conversation)
+            return edited or await _answer(incoming, inbound, conversation)
+
+
+async def _edit_waiting(
+    incoming: IncomingMessage, inbound: Inbound, c: Conversation
+) -> Reply | None:
+    """After an Edit button, the person's next private message is the memory's new text,
+    not conversation (`inbound.pending_edit` comes with the message, at no extra query)."""
+    if inbound.pending_edit is None or not incoming.is_private or c.edits is None:
+        return None
+    return await c.edits.complete(inbound)
 
 
 async def _record(incoming: IncomingMessage, text: str, conversation: Conversation) -> Inbound:
@@ -207,7 +227,12 @@ async def _complete(request: LLMRequest, inbound: Inbound, c: Conversation) -> C
     exchange: list[tuple[tuple[ToolCall, ...], tuple[ToolResult, ...]]] = []
     for _ in range(MAX_TOOL_ROUNDS + 1):
         completion = await c.llm.complete(request)
-        if not completion.tool_calls or c.memory is None or len(exchange) >= MAX_TOOL_ROUNDS:
+        if (
+            not completion.tool_calls
+            or c.memory is None
+            or not request.tools  # a call to a tool not offered (a group chat) is not run
+            or len(exchange) >= MAX_TOOL_ROUNDS
+        ):
             return completion
         results = []
         for call in completion.tool_calls:
@@ -283,7 +308,7 @@ async def _build_request(
         stable_system=c.persona,
         dynamic_system=_system(inbound, memory_block, summary, private, now=now, window=window),
         turns=window.turns,
-        tools=c.memory.tools if c.memory is not None else (),
+        tools=c.memory.tools if c.memory is not None and private else (),  # no tools in groups
         max_tokens=c.config.reply_max_tokens,
     )
     return request, window

@@ -27,6 +27,7 @@ from memory.extraction import due_sessions, extract_session, remember_explicit
 from memory.items import ExtractionOutcome, MemoryItem
 from memory.memories import SqlMemoryRepository
 from memory.ports import Clock, Embedder, ToolCaller
+from memory.provenance import turn_message_ids
 from memory.records import ConversationSession, Inbound, Person
 from memory.retrieval import mark_recalled
 
@@ -99,7 +100,7 @@ class MemoryServices:
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
-        """Tools the model may call during a conversation."""
+        """Tools the model may call during a private conversation (a group gets none)."""
         return (REMEMBER_TOOL,)
 
     async def context_for(self, person: Person, session: ConversationSession, query: str) -> str:
@@ -127,10 +128,12 @@ class MemoryServices:
         return assembled.text
 
     async def run_tool(self, person: Person, message_id: int, call: ToolCall) -> str:
-        """Carry out the model's `remember` call."""
+        """Carry out the model's `remember` call; the memory records the turn's messages
+        (`message_id` and the rest of its burst), so forgetting it hides those words."""
         text = str(call.input.get("text", "")).strip()[:500]
         if call.name != REMEMBER_TOOL.name or not text:
             return "Nothing was saved: unknown tool or empty text."
+        sources = await turn_message_ids(self._sessions, user_id=person.id, message_id=message_id)
         try:
             item = await remember_explicit(
                 user_id=person.id,
@@ -139,6 +142,7 @@ class MemoryServices:
                 llm=self._tool_caller,
                 clock=self._clock,
                 timezone=person.timezone,
+                source_message_ids=sources,
             )
         except NotAboutThePerson:
             return (

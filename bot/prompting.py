@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 from bot.llm import Turn
 from memory.records import StoredMessage
 
-HIDDEN_STATUSES = frozenset({"apology", "too_long", "forgotten"})
+HIDDEN_STATUSES = frozenset({"apology", "too_long", "forgotten", "command"})
 WAITING_STATUSES = frozenset({"stored", "unanswered"})
 """A person's message no reply has answered yet."""
 

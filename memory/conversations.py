@@ -113,11 +113,18 @@ class SqlConversationStore:
                 display_name,
                 duplicate_of=(chat_id, platform_message_id),
             )
+            waiting = user.pending_edit_until is not None and user.pending_edit_until > now
+            pending_edit = user.pending_edit if waiting else None
             if existing_id is not None:
                 existing = await db.get_one(Message, existing_id)
                 session_row = await db.get_one(SessionRow, existing.session_id)
                 return Inbound(
-                    to_person(user), to_session(session_row), to_message(existing), None, True
+                    to_person(user),
+                    to_session(session_row),
+                    to_message(existing),
+                    None,
+                    True,
+                    pending_edit=pending_edit,
                 )
             session_row, closed_id = await current_session(db, user.id, now, idle_gap)
             message_id = await db.scalar(
@@ -143,7 +150,13 @@ class SqlConversationStore:
                 content=text,
                 created_at=now,
             )
-            return Inbound(to_person(user), to_session(session_row), stored, closed_id)
+            return Inbound(
+                to_person(user),
+                to_session(session_row),
+                stored,
+                closed_id,
+                pending_edit=pending_edit,
+            )
 
     async def ensure_person(
         self,

@@ -19,10 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.erasure import HIDDEN
 from memory.log_statements import stored_messages
+from memory.provenance import COMMAND
 from memory.records import StoredMessage
 from memory.tables import DiaryEntry, Memory, Message
 
-UNSHOWN_STATUSES = (HIDDEN, "apology", "too_long")
+UNSHOWN_STATUSES = (HIDDEN, "apology", "too_long", COMMAND)
 MAX_DAY_MESSAGES = 300
 
 

@@ -3,8 +3,9 @@ once, erased for good when the trash is purged), and everything about a person
 (`/forget all`).
 
 The words behind a memory are its source messages, the companion's reply right after
-each, and the follow-ups the companion sent about it; a thread's title may repeat them
-too.
+each (a command has none: it was answered outside the conversation), and the follow-ups
+the companion sent about it; a thread's title may repeat them too. A command's message
+(`memory.provenance`) is never shown, so hiding leaves it as it is; the purge erases it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.provenance import COMMAND
 from memory.tables import Base, DiaryEntry, Memory, Message, Outreach, Session, Thread, User
 
 HIDDEN = "forgotten"
@@ -26,7 +28,8 @@ WITH src AS (
     SELECT CAST(:user_id AS bigint), unnest(CAST(:message_ids AS bigint[]))
 ),
 said AS (
-    SELECT s.id, s.user_id, s.session_id FROM messages AS s JOIN src USING (user_id, id)
+    SELECT s.id, s.user_id, s.session_id, s.status
+    FROM messages AS s JOIN src USING (user_id, id)
 ),
 replies AS (
     SELECT r.id, r.role FROM said
@@ -35,6 +38,7 @@ replies AS (
         WHERE n.user_id = said.user_id AND n.session_id = said.session_id AND n.id > said.id
         ORDER BY n.id LIMIT 1
     ) AS r
+    WHERE said.status <> 'command'
 ),
 followups AS (
     SELECT f.id FROM memories AS m
@@ -83,34 +87,50 @@ async def still_forgotten_messages(
 
 async def hide_messages(db: AsyncSession, *, user_id: int, message_ids: Sequence[int]) -> int:
     """Hide messages from prompts, recall and the diary, and drop the summaries of their
-    sessions (which may repeat them); in the caller's transaction."""
+    sessions (which may repeat them; the patrol writes closed ones again without them);
+    in the caller's transaction."""
     if not message_ids:
         return 0
     sessions = await db.scalars(
         update(Message)
-        .where(Message.user_id == user_id, Message.id.in_(message_ids))
+        .where(
+            Message.user_id == user_id,
+            Message.id.in_(message_ids),
+            Message.status != COMMAND,  # never shown, never summarised: nothing to hide
+        )
         .values(status=HIDDEN)
         .returning(Message.session_id)
     )
-    await db.execute(
-        update(Session)
-        .where(Session.user_id == user_id, Session.id.in_(set(sessions)))
-        .values(summary="", summarized_through=None)
-    )
+    await _drop_summaries(db, user_id=user_id, session_ids=set(sessions))
     return len(message_ids)
+
+
+async def _drop_summaries(db: AsyncSession, *, user_id: int, session_ids: set[int]) -> None:
+    """Drop the summaries of these sessions (they may repeat words now hidden, or lack
+    words shown again); a closed one is marked for the patrol to write again."""
+    if session_ids:
+        await db.execute(
+            update(Session)
+            .where(Session.user_id == user_id, Session.id.in_(session_ids))
+            .values(
+                summary="", summarized_through=None, summary_stale=Session.closed_at.is_not(None)
+            )
+        )
 
 
 async def unhide_messages(db: AsyncSession, *, user_id: int, message_ids: Sequence[int]) -> None:
     """Show hidden messages again (their memory was restored), except those another
-    forgotten memory still needs hidden."""
+    forgotten memory still needs hidden; their sessions' summaries are written again."""
     keep_hidden = await still_forgotten_messages(db, user_ids=[user_id])
     shown = [m for m in message_ids if m not in keep_hidden]
     if shown:
-        await db.execute(
+        sessions = await db.scalars(
             update(Message)
             .where(Message.user_id == user_id, Message.id.in_(shown), Message.status == HIDDEN)
             .values(status="answered")
+            .returning(Message.session_id)
         )
+        await _drop_summaries(db, user_id=user_id, session_ids=set(sessions))
 
 
 async def erase_messages(
@@ -124,7 +144,11 @@ async def erase_messages(
     ids, people = list(message_ids), list(user_ids)
     result = await db.execute(
         update(Message)
-        .where(Message.user_id.in_(people), Message.id.in_(ids), Message.status == HIDDEN)
+        .where(
+            Message.user_id.in_(people),
+            Message.id.in_(ids),
+            Message.status.in_((HIDDEN, COMMAND)),
+        )
         .values(content="", embedding=None)
     )
     await db.execute(

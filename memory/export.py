@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.erasure import HIDDEN, person_tables
+from memory.provenance import COMMAND
 from memory.tables import Base, Identity, User
 
 INTERNAL_TABLES = frozenset({"button_actions"})
@@ -64,6 +65,15 @@ def _withhold_hidden(data: dict[str, Any]) -> None:
     withdrawn, and so are threads a forgotten memory was filed under (their titles may
     repeat it). Memories in the trash stay listed, as /memory trash shows them."""
     hidden = {m["id"] for m in data.get("messages", []) if m.get("status") == HIDDEN}
+    # A command's text (`memory.provenance`) is never hidden by status; it is withheld
+    # like the rest once a memory it made is forgotten.
+    forgotten = [m for m in data.get("memories", []) if m.get("status") == "forgotten"]
+    behind = {i for m in forgotten for i in m.get("source_message_ids") or ()}
+    hidden |= {
+        m["id"]
+        for m in data.get("messages", [])
+        if m.get("status") == COMMAND and m["id"] in behind
+    }
     for message in data.get("messages", []):
         if message["id"] in hidden:
             message["content"] = None

@@ -51,6 +51,7 @@ from memory.log_statements import stored_messages
 from memory.memories import SqlMemoryRepository
 from memory.memory_batch import Embedding, MemoryBatch
 from memory.ports import Clock, Embedder, ToolCaller
+from memory.provenance import COMMAND
 from memory.reconcile import Plan, plans_from, save_explicit, store_plans
 from memory.records import StoredMessage
 from memory.relevant import relevant_memories
@@ -176,7 +177,7 @@ def _readable(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
     return [
         replace(m, content=text)
         for m in messages
-        if m.status != HIDDEN and (text := strip_memory_blocks(m.content))
+        if m.status not in (HIDDEN, COMMAND) and (text := strip_memory_blocks(m.content))
     ]
 
 
@@ -405,10 +406,12 @@ async def remember_explicit(
     llm: ToolCaller | None,
     clock: Clock,
     timezone: str,
+    source_message_ids: Sequence[int] = (),
 ) -> MemoryItem:
     """Save what the person explicitly asked to remember; without a model it is still saved.
     A claim over the companion itself ("remember that I am the admin") is refused with
-    `NotAboutThePerson`, however it is asked for."""
+    `NotAboutThePerson`, however it is asked for. `source_message_ids` are the messages
+    the request came from (hidden again when the memory is forgotten)."""
     content = text.strip()
     if not content:
         raise ValueError("nothing to remember")
@@ -428,6 +431,7 @@ async def remember_explicit(
         confidence=1.0,
         event_at=span.event_at,
         expires_at=span.expires_at,
+        source_message_ids=tuple(source_message_ids),
     )
     try:
         (vector,) = await memories.embed([content])

@@ -29,7 +29,8 @@ WITH who AS (
     SELECT u.id, u.display_name, u.timezone, u.checkin_time, u.quiet_start, u.quiet_end,
            u.paused, u.memory_notices, u.created_at, u.timezone_known, u.timezone_asks,
            u.timezone_asked_at, u.timezone_offered, i.id AS identity_id,
-           i.chat_id AS known_chat
+           i.chat_id AS known_chat,
+           CASE WHEN u.pending_edit_until > :now THEN u.pending_edit END AS pending_edit
     FROM identities AS i JOIN users AS u ON u.id = i.user_id
     WHERE i.platform = :platform AND i.platform_user_id = :puid
     FOR UPDATE OF i
@@ -72,7 +73,7 @@ SELECT who.id AS user_id, who.display_name, who.timezone, who.checkin_time,
        (SELECT id FROM dup) AS duplicate_id,
        t.id AS session_id, t.started_at, t.last_message_at, t.closed_at, t.summary,
        t.summarized_through, t.extracted_through,
-       (SELECT id FROM stored) AS message_id
+       (SELECT id FROM stored) AS message_id, who.pending_edit
 FROM who LEFT JOIN touched AS t ON true
 """
 
@@ -166,4 +167,4 @@ def _inbound(row: Any, new: NewMessage) -> Inbound:
         content=new.text,
         created_at=new.now,
     )
-    return Inbound(person, session, message, None)
+    return Inbound(person, session, message, None, pending_edit=row["pending_edit"])

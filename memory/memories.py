@@ -7,7 +7,7 @@ undo and history). Another person's short id behaves exactly like a missing one.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 
@@ -15,6 +15,7 @@ import structlog
 from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.edits import edit_memory
 from memory.errors import MemoryNotFound, PinLimitReached
 from memory.forgetting import (
     TRASH_DAYS,
@@ -78,6 +79,27 @@ class SqlMemoryRepository:
                 old_short_id, candidate, source=source, actor=actor, embedding=embedding
             )
         log.info("memory.superseded", user_id=user_id, memory_id=item.id, actor=actor)
+        return item
+
+    async def edit(
+        self, user_id: int, short_id: int, content: str, *, source_message_ids: Sequence[int]
+    ) -> MemoryItem:
+        """Correct a current memory in the person's own words: a new version (tier and pin
+        kept, source `user`) from the messages `source_message_ids`; history is kept."""
+        try:
+            (embedding,) = await self.embed([content])
+        except Exception as exc:  # stored all the same; recall finds it by its words
+            log.warning("memory.embedding_failed", user_id=user_id, error=type(exc).__name__)
+            embedding = None
+        async with self.batch(user_id) as batch:
+            item = await edit_memory(
+                batch,
+                short_id,
+                content,
+                embedding=embedding,
+                source_message_ids=source_message_ids,
+            )
+        log.info("memory.edited", user_id=user_id, memory_id=item.id)
         return item
 
     async def get(self, user_id: int, short_id: int) -> MemoryItem | None:

@@ -196,6 +196,15 @@ class MemoryBatch:
         await self.db.flush()
         return to_item(row)
 
+    async def add_sources(self, short_id: int, message_ids: Sequence[int]) -> None:
+        """Record more messages a memory came from (the person said it again), so that
+        forgetting it hides those words too."""
+        if not message_ids:
+            return
+        row = await self.row(short_id)
+        row.source_message_ids = sorted({*(row.source_message_ids or ()), *message_ids})
+        await self.db.flush()
+
     async def refresh_expiry(self, item: MemoryItem, expires_at: datetime, *, actor: str) -> None:
         """Push an active item's expiry later because it came up again."""
         if item.expires_at is None or item.expires_at >= expires_at:

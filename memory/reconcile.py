@@ -269,6 +269,7 @@ async def save_explicit(
     """Store what the person asked to remember; an extracted copy of it becomes theirs."""
     same = await batch.by_hash(content_hash(candidate.content))
     if same is not None and (same.source == "user" or same.pinned):
+        await batch.add_sources(same.short_id, candidate.source_message_ids)
         return same
     if same is None and vector is not None:
         near = await batch.similar(vector, limit=1, min_similarity=DUPLICATE_SIMILARITY)

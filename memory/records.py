@@ -74,6 +74,9 @@ class Inbound:
     message: StoredMessage
     closed_session_id: int | None
     duplicate: bool = False
+    pending_edit: int | None = None
+    """The memory (short id) whose new text this message is, when the person pressed Edit
+    and the wait has not run out."""
 
 
 @dataclass(frozen=True, slots=True)

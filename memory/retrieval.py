@@ -203,7 +203,7 @@ fb_terms AS MATERIALIZED (
                          / CAST(greatest(length(f.tsv), 1) AS float8)) AS tfn
     FROM messages AS f CROSS JOIN q_terms AS qt CROSS JOIN LATERAL unnest(f.tsv) AS t
     WHERE f.user_id = :uid AND f.id = ANY (:feedback) AND t.lexeme <> ALL (qt.lexemes)
-      AND f.status NOT IN ('apology', 'forgotten')
+      AND f.status NOT IN ('apology', 'forgotten', 'command')
     GROUP BY t.lexeme
 ),
 q AS MATERIALIZED (
@@ -279,7 +279,7 @@ _MESSAGE_DOCS = """
 m_docs AS MATERIALIZED (
     SELECT m.id, m.session_id, m.tsv{doc_vectors}
     FROM messages AS m{doc_joins}
-    WHERE m.user_id = :uid AND m.status NOT IN ('apology', 'forgotten')
+    WHERE m.user_id = :uid AND m.status NOT IN ('apology', 'forgotten', 'command')
       AND m.session_id IS DISTINCT FROM CAST(:exclude_session AS bigint)
 ),"""
 

@@ -5,7 +5,8 @@ Only visible words are read: messages hidden because the person asked to forget 
 memory (and apologies, refused texts) never, memory blocks stripped. A summary is not
 stored if any message it was written from was hidden meanwhile, or if the running
 summary it built on was dropped meanwhile (erasure drops summaries that may repeat
-forgotten words).
+forgotten words, and marks closed sessions' for `rebuild_stale_summaries`, which the
+nightly patrol runs).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ async def _store(
         await db.execute(
             update(SessionRow)
             .where(SessionRow.id == session_id, SessionRow.user_id == user_id)
-            .values(summary=summary, summarized_through=read_ids[-1])
+            .values(summary=summary, summarized_through=read_ids[-1], summary_stale=False)
         )
     return True
 
@@ -190,3 +191,37 @@ async def summarise_closed_session(
     )
     log.info("memory.session_summarised", session_id=session_id, stored=stored)
     return stored
+
+
+async def rebuild_stale_summaries(
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    people: Sequence[tuple[int, str]],
+    llm: ToolCaller | None,
+) -> int:
+    """Write again the summaries of these people's closed sessions that were dropped
+    because words in them were forgotten or restored (`people`: user id and timezone),
+    from what is visible now; returns how many were written. Each is tried once: after a
+    model failure the session simply has no summary."""
+    zones = dict(people)
+    if llm is None or not zones:
+        return 0
+    async with sessions.begin() as db:
+        stale = (
+            await db.execute(
+                update(SessionRow)
+                .where(SessionRow.user_id.in_(list(zones)), SessionRow.summary_stale)
+                .values(summary_stale=False)
+                .returning(SessionRow.user_id, SessionRow.id)
+            )
+        ).all()
+    written = 0
+    for user_id, session_id in stale:
+        written += await summarise_closed_session(
+            sessions=sessions,
+            user_id=user_id,
+            session_id=session_id,
+            llm=llm,
+            timezone=zones[user_id],
+        )
+    return written

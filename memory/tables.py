@@ -90,6 +90,9 @@ class User(Base):
     memory_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     session_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     """The person's sessions counted by the nightly patrol so far (decay counts with it)."""
+    pending_edit: Mapped[int | None] = mapped_column(Integer)
+    """The short id of the memory whose new text the person's next private message is."""
+    pending_edit_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
 
 
@@ -124,6 +127,9 @@ class Session(Base):
     extracted_through: Mapped[int | None] = mapped_column(BigInteger)
     extraction_attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     extraction_due: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    summary_stale: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    """Closed, and its summary dropped since words in it were forgotten or restored: the
+    nightly patrol writes it again from what is visible."""
 
 
 class Message(Base):

@@ -28,6 +28,7 @@ from bot import metrics
 from bot.timing import next_checkin
 from memory.actions import SqlActionStore
 from memory.extraction import extract_session
+from memory.session_summary import rebuild_stale_summaries
 from scheduler.deps import SchedulerDeps
 from scheduler.diary import write_diaries
 from scheduler.merge import find_folds, fold, merge_with_model, promote
@@ -38,7 +39,7 @@ _T = TypeVar("_T")
 
 NIGHTLY_LOCK = 7243502  # pg advisory lock key (7243501 serialises migrations)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-LLM_STEPS = frozenset({"extract", "diary"})  # merge falls back to the mechanical fold
+LLM_STEPS = frozenset({"extract", "summaries", "diary"})  # merge falls back to the mechanical fold
 
 _UNSCHEDULED = text("""
 SELECT id, timezone FROM users WHERE next_patrol_at IS NULL
@@ -182,6 +183,12 @@ async def _merge(deps: SchedulerDeps, claimed: _Claimed, now: datetime) -> int:
     return len(folds)
 
 
+async def _rebuild_summaries(deps: SchedulerDeps, people: list[tuple[int, str]]) -> int:
+    """Summaries dropped because words in them were forgotten or restored, written again
+    from what is visible now."""
+    return await rebuild_stale_summaries(deps.sessions, people=people, llm=deps.tool_caller)
+
+
 async def patrol_batch(deps: SchedulerDeps, report: PatrolReport) -> bool:
     """Patrol the next batch of due people; False when nobody is due."""
     now = deps.clock.now()
@@ -193,6 +200,7 @@ async def patrol_batch(deps: SchedulerDeps, report: PatrolReport) -> bool:
         ("extract", lambda: _retry_extractions(deps, claimed)),
         ("merge", lambda: _merge(deps, claimed, now)),
         ("promote", lambda: promote(deps, claimed.batch, now=now)),
+        ("summaries", lambda: _rebuild_summaries(deps, people)),
         ("diary", lambda: write_diaries(deps, people, now)),
     ]
     for name, step in steps:

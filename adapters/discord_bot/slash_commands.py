@@ -1,5 +1,6 @@
 """Slash commands from the catalog: one per command, its free-text argument as an
-optional string option, usable in servers, the bot's DM and private channels.
+optional string option (a command with a second text, `/edit`, takes both as required
+options), usable in servers, the bot's DM and private channels.
 
 They are registered with Discord by `sync_commands` (`companion discord sync-commands`),
 once per release, never on every start.
@@ -62,6 +63,9 @@ def _command(info: CommandInfo, run: CommandRunner) -> app_commands.Command[Any,
             name=info.name, description=description, callback=without_argument
         )
 
+    if info.text_option is not None:
+        return _two_options(info, run)
+
     async def with_argument(interaction: Interaction, args: str | None = None) -> None:
         await run(interaction, info.name, (args or "").strip())
 
@@ -69,6 +73,24 @@ def _command(info: CommandInfo, run: CommandRunner) -> app_commands.Command[Any,
     renamed = app_commands.rename(args=info.argument)(with_argument)
     described = app_commands.describe(args=help_text)(renamed)
     return app_commands.Command(name=info.name, description=description, callback=described)
+
+
+def _two_options(info: CommandInfo, run: CommandRunner) -> app_commands.Command[Any, ..., None]:
+    """A command with two required options (`/edit` with `id` and `text`), run as
+    `/name first second`."""
+
+    async def with_two(interaction: Interaction, first: str, second: str) -> None:
+        await run(interaction, info.name, f"{first.strip()} {second.strip()}".strip())
+
+    names = {"first": info.argument or "first", "second": info.text_option or "second"}
+    helps = {
+        "first": (info.argument_help or names["first"])[:MAX_DESCRIPTION],
+        "second": (info.text_option_help or names["second"])[:MAX_DESCRIPTION],
+    }
+    described = app_commands.describe(**helps)(app_commands.rename(**names)(with_two))
+    return app_commands.Command(
+        name=info.name, description=info.description[:MAX_DESCRIPTION], callback=described
+    )
 
 
 async def _never_called(interaction: Interaction, name: str, args: str) -> None:

@@ -20,6 +20,7 @@ What I remember
 /forget m12, /forget words, /forget all — let something go, or everything
 /pin m12, /unpin m12 — always keep something in mind
 /remember … — tell me something to keep
+/edit m12 … — correct a memory (or ✏️ Edit under /memory)
 /export — download everything I keep about you
 
 Messages I start

@@ -14,6 +14,7 @@ from memory.actions import Action, SqlActionStore
 from memory.conversations import SqlConversationStore
 from memory.memories import SqlMemoryRepository
 from memory.ports import Clock, ToolCaller
+from memory.provenance import record_command
 from memory.records import Person
 
 ACTION_PREFIX = "a"
@@ -41,6 +42,29 @@ class ButtonSpec:
     label: str
     verb: str
     payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSource:
+    """Where a command came from (platform and chat) and its whole text, kept as the
+    person's words when the command makes or changes a memory."""
+
+    platform: str
+    chat_id: str | None
+    text: str
+
+
+async def record_source(deps: CommandDeps, person: Person, source: CommandSource) -> int:
+    """Store the command's text as the person's message (never read as conversation)
+    and return its id, the provenance of the memory the command makes."""
+    return await record_command(
+        deps.sessions,
+        user_id=person.id,
+        platform=source.platform,
+        chat_id=source.chat_id,
+        text=source.text,
+        now=deps.clock.now(),
+    )
 
 
 async def person_of(deps: CommandDeps, source: IncomingMessage | ButtonPress) -> Person:

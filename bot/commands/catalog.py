@@ -11,13 +11,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class CommandInfo:
-    """A command's name, its one-line description, and its optional free-text argument."""
+    """A command's name, its one-line description, its optional free-text argument and,
+    for a command that takes two (`/edit m12 new text`), the text after it."""
 
     name: str
     description: str
     argument: str | None = None
     argument_help: str = ""
     personal: bool = True
+    text_option: str | None = None
+    """A second, free-text argument (Discord shows it as its own required option)."""
+    text_option_help: str = ""
 
 
 COMMANDS: tuple[CommandInfo, ...] = (
@@ -30,6 +34,15 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("pin", "Always keep a memory in mind", "what", "a memory id like m12, or text"),
     CommandInfo("unpin", "Stop pinning a memory", "what", "a memory id like m12, or text"),
     CommandInfo("remember", "Save something explicitly", "text", "what I should remember"),
+    CommandInfo(
+        "edit",
+        "Correct a memory",
+        "id",
+        "a memory id like m12 (see /memory)",
+        text_option="text",
+        text_option_help="what the memory should say now",
+    ),
+    CommandInfo("cancel", "Stop waiting for a memory's new text"),
     CommandInfo("export", "Download everything I keep about you"),
     CommandInfo("diary", "Read my recent diary entries", "count", "how many entries"),
     CommandInfo("settings", "Timezone, check-ins, quiet hours, notices"),

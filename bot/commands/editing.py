@@ -1,11 +1,20 @@
 """Changing what is remembered: `/forget`, `/pin`, `/unpin`, `/remember`, restore and
-undo. Every change is a memory event, and every one of them can be undone."""
+undo (`/edit` is in `bot.commands.edit`). Every change is a memory event, and every one
+of them can be undone."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.commands.base import MAX_SEARCH, ButtonSpec, CommandDeps, make_buttons, parse_label
+from bot.commands.base import (
+    MAX_SEARCH,
+    ButtonSpec,
+    CommandDeps,
+    CommandSource,
+    make_buttons,
+    parse_label,
+    record_source,
+)
 from bot.domain import Reply
 from memory.errors import MemoryNotFound, NotAboutThePerson, NothingToUndo, PinLimitReached
 from memory.extraction import remember_explicit
@@ -138,8 +147,11 @@ async def undo(deps: CommandDeps, person: Person, event_id: int, short_id: int) 
     return Reply(f"Undone — I've let go of “{item.content}” ({item.label}).", private=True)
 
 
-async def remember(deps: CommandDeps, person: Person, args: str) -> Reply:
-    """Save something the person explicitly asked to remember."""
+async def remember(
+    deps: CommandDeps, person: Person, args: str, source: CommandSource | None = None
+) -> Reply:
+    """Save something the person explicitly asked to remember; the command's text is kept
+    as the memory's source (`source`), so forgetting the memory hides it too."""
     text = args.strip()
     if not text:
         return Reply(USAGE["remember"], private=True)
@@ -149,6 +161,7 @@ async def remember(deps: CommandDeps, person: Person, args: str) -> Reply:
             f"{MAX_REMEMBER}). Could you say it in a sentence or two?",
             private=True,
         )
+    sources = [await record_source(deps, person, source)] if source is not None else []
     try:
         item = await remember_explicit(
             user_id=person.id,
@@ -157,6 +170,7 @@ async def remember(deps: CommandDeps, person: Person, args: str) -> Reply:
             llm=deps.tool_caller,
             clock=deps.clock,
             timezone=person.timezone,
+            source_message_ids=sources,
         )
     except NotAboutThePerson:
         return Reply(NOT_ABOUT_YOU, private=True)

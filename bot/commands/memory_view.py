@@ -1,5 +1,5 @@
 """`/memory`: what is remembered, grouped by tier, paginated, with buttons to forget or
-pin each item; `/memory trash` to restore what was forgotten."""
+pin each item and one to pick an item to edit; `/memory trash` to restore what was forgotten."""
 
 from __future__ import annotations
 
@@ -99,7 +99,9 @@ async def memory_page(
     shown = items[(page - 1) * deps.page_size : page * deps.page_size]
     zone = zone_of(person)
     header = f"What I remember about you ({len(items)} items, page {page} of {pages}):"
-    rows = [*item_buttons(shown), nav_buttons(page, pages, tier)]
+    nav = nav_buttons(page, pages, tier)
+    nav.insert(1 if page > 1 else 0, edit_button(shown))
+    rows = [*item_buttons(shown), nav]
     buttons = await make_buttons(deps, person, rows)
     return Reply(f"{header}\n{render_page(shown, zone, deps.clock.now())}", buttons, private=True)
 
@@ -112,6 +114,13 @@ def item_buttons(items: list[MemoryItem]) -> list[list[ButtonSpec]]:
         verb, icon = ("unpin", "📍") if item.pinned else ("pin", "📌")
         specs.append(ButtonSpec(f"{icon} {item.label}", verb, {"m": item.short_id}))
     return [specs[i : i + 5] for i in range(0, len(specs), 5)]
+
+
+def edit_button(items: list[MemoryItem]) -> ButtonSpec:
+    """One ✏️ button for the items shown, which offers an edit button per item. (A third
+    button per item would not fit: Discord allows 25 buttons in 5 rows, and a page of
+    ten uses 20 for forget and pin, and a row for paging.)"""
+    return ButtonSpec("✏️ Edit", "edit_pick", {"ms": [item.short_id for item in items]})
 
 
 def nav_buttons(
@@ -157,7 +166,7 @@ async def search_view(deps: CommandDeps, person: Person, text: str) -> Reply:
         )
     zone = zone_of(person)
     body = "\n".join(describe(m, zone, deps.clock.now()) for m in found)
-    buttons = await make_buttons(deps, person, item_buttons(found))
+    buttons = await make_buttons(deps, person, [*item_buttons(found), [edit_button(found)]])
     return Reply(f"Matching “{text[:60]}”:\n{body}{note}", buttons, private=True)
 
 

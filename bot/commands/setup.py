@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.commands import account, editing, memory_view, preferences, questions
-from bot.commands.base import ACTION_PREFIX, CommandDeps, person_of
+from bot.commands import account, edit, editing, memory_view, preferences, questions
+from bot.commands.base import ACTION_PREFIX, CommandDeps, CommandSource, person_of
 from bot.commands.router import STALE_BUTTON, Router
 from bot.domain import ButtonPress, IncomingMessage, Reply
+from bot.text import clean_text
 from memory.records import Person
 
 Command = Callable[[CommandDeps, Person, str], Awaitable[Reply]]
 Verb = Callable[[CommandDeps, Person, dict[str, Any]], Awaitable[Reply]]
+SourcedCommand = Callable[[CommandDeps, Person, str, CommandSource], Awaitable[Reply]]
+"""A command that makes or changes a memory and keeps its own text as the source."""
 
 
 async def _forget_or_all(deps: CommandDeps, person: Person, args: str) -> Reply:
@@ -27,7 +30,7 @@ COMMANDS: dict[str, Command] = {
     "forget": _forget_or_all,
     "pin": lambda d, p, a: editing.target_command(d, p, a, "pin"),
     "unpin": lambda d, p, a: editing.target_command(d, p, a, "unpin"),
-    "remember": editing.remember,
+    "cancel": edit.cancel_command,
     "export": lambda d, p, a: account.export(d, p),
     "diary": account.diary,
     "settings": lambda d, p, a: preferences.settings_view(d, p),
@@ -36,6 +39,12 @@ COMMANDS: dict[str, Command] = {
     "quiet": preferences.quiet_command,
     "pause": lambda d, p, a: preferences.pause_command(d, p, True),
     "resume": lambda d, p, a: preferences.pause_command(d, p, False),
+}
+
+
+SOURCED: dict[str, SourcedCommand] = {
+    "remember": editing.remember,
+    "edit": edit.edit_command,
 }
 
 
@@ -60,6 +69,8 @@ VERBS: dict[str, Verb] = {
     "pin": lambda d, p, x: _on_item(d, p, x, "pin"),
     "unpin": lambda d, p, x: _on_item(d, p, x, "unpin"),
     "restore": lambda d, p, x: editing.restore(d, p, int(x["m"])),
+    "edit": lambda d, p, x: edit.ask_for_text(d, p, int(x.get("m", 0))),
+    "edit_pick": lambda d, p, x: edit.pick(d, p, [int(m) for m in x.get("ms", [])]),
     "undo": lambda d, p, x: editing.undo(d, p, int(x["event"]), int(x["m"])),
     "erase": lambda d, p, x: account.erase(d, p),
     "cancel": lambda d, p, x: _static("Cancelled — nothing was erased."),
@@ -78,24 +89,38 @@ VERBS: dict[str, Verb] = {
 def install_commands(router: Router, deps: CommandDeps) -> None:
     """Make the router answer every command and button of the core."""
     for name, command in COMMANDS.items():
-        router.register(name, _command_handler(deps, command))
+        router.register(name, _command_handler(deps, name, _unsourced(command)))
+    for name, sourced in SOURCED.items():
+        router.register(name, _command_handler(deps, name, sourced))
     router.register("start", _start_handler(deps))
     router.register_press(ACTION_PREFIX, _press_handler(deps))
 
 
+def _unsourced(command: Command) -> SourcedCommand:
+    async def run(deps: CommandDeps, person: Person, args: str, source: CommandSource) -> Reply:
+        return await command(deps, person, args)
+
+    return run
+
+
 def _command_handler(
-    deps: CommandDeps, command: Command
+    deps: CommandDeps, name: str, command: SourcedCommand
 ) -> Callable[[IncomingMessage, str], Awaitable[Reply]]:
     async def handle(incoming: IncomingMessage, args: str) -> Reply:
         person = await person_of(deps, incoming)
-        return await command(deps, person, args)
+        if name != "cancel":  # any other command ends a wait for an edit's new text
+            await edit.stop_waiting(deps, person)
+        source = CommandSource(incoming.platform, incoming.chat_id, clean_text(incoming.text))
+        return await command(deps, person, args, source)
 
     return handle
 
 
 def _start_handler(deps: CommandDeps) -> Callable[[IncomingMessage, str], Awaitable[Reply]]:
     async def start(incoming: IncomingMessage, args: str) -> Reply:
-        return await account.start(deps, await person_of(deps, incoming), incoming)
+        person = await person_of(deps, incoming)
+        await edit.stop_waiting(deps, person)
+        return await account.start(deps, person, incoming)
 
     return start
 

@@ -214,5 +214,12 @@ async def test_remember_see_forget_by_number_and_export_in_the_terminal(
         ("my cat is called Miso", "forgotten")
     ]
     async with db() as s:
-        said = (await s.scalars(select(Message.content).where(Message.role == "user"))).all()
-    assert list(said) == ["1"]  # commands and button presses are not conversation
+        said = (
+            await s.execute(select(Message.content, Message.status).where(Message.role == "user"))
+        ).all()
+    # Commands and button presses are not conversation; /remember keeps its text as the
+    # memory's source, a message never read as conversation.
+    assert [tuple(row) for row in said if row.status != "answered"] == [
+        ("/remember my cat is called Miso", "command")
+    ]
+    assert [row.content for row in said if row.status == "answered"] == ["1"]

@@ -166,7 +166,10 @@ async def test_sync_registers_every_catalog_command_once(fake: FakeDiscord) -> N
     for command, info in zip(synced, COMMANDS, strict=True):
         assert command["contexts"] == [0, 1, 2] and command["integration_types"] == [0, 1]
         options = [(o["name"], o["type"], o["required"]) for o in command["options"]]
-        assert options == ([(info.argument, 3, False)] if info.argument else [])
+        if info.text_option is not None:  # /edit: an id and the new text, both required
+            assert options == [(info.argument, 3, True), (info.text_option, 3, True)]
+        else:
+            assert options == ([(info.argument, 3, False)] if info.argument else [])
     assert not fake.gateway.sessions  # syncing never connects to the gateway
 
 

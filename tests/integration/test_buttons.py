@@ -66,6 +66,7 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
         await run(core, f"/forget m{short_id}")
     first = await run(core, "/memory")
     second = await press(core, first, "Next")
+    picker = await press(core, first, "✏️ Edit")
     ambiguous = await run(core, "/forget brother")
     ambiguous_pin = await run(core, "/pin brother")
     trash = await run(core, "/memory trash")
@@ -85,6 +86,8 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
         (first, "🗑 m"),
         (first, "📌 m"),
         (first, "📍 m3"),
+        (first, "✏️ Edit"),
+        (picker, "✏️ m"),
         (ambiguous, "Forget m"),
         (ambiguous_pin, "Pin m"),
         (trash, "♻ Restore m23"),

@@ -54,7 +54,7 @@ async def test_memory_lists_items_grouped_with_ids_sources_and_buttons(core: Cor
     reply = await run(core, "/memory")
     assert "📌 Pinned\nm2 · I love hiking" in reply.text
     assert "m1 · my sister is called Maja" in reply.text and "you said" in reply.text
-    assert labels(reply) == ["🗑 m2", "📍 m2", "🗑 m1", "📌 m1"]
+    assert labels(reply) == ["🗑 m2", "📍 m2", "🗑 m1", "📌 m1", "✏️ Edit"]
     assert all(len(b.action) <= 64 for row in reply.buttons for b in row)
 
 
@@ -214,7 +214,12 @@ async def test_export_holds_everything_of_the_person_and_nothing_of_others(
     assert reply.document is not None and reply.private
     data = json.loads(reply.document.content)
     assert [m["content"] for m in data["memories"]] == ["I collect stamps"]
-    assert [m["content"] for m in data["messages"]] == ["hello there", "Tell me more."]
+    # The /remember command's text is kept as her message too (the memory's source).
+    assert [m["content"] for m in data["messages"]] == [
+        "/remember I collect stamps",
+        "hello there",
+        "Tell me more.",
+    ]
     assert data["settings"]["timezone"] == "UTC" and data["memory_events"]
     assert "jazz" not in reply.document.content.decode()
     assert "embedding" not in reply.document.content.decode()

@@ -142,5 +142,6 @@ async def test_the_nightly_patrol_times_each_step_it_runs(core: Core, clock: Fak
     before = step_runs()
     await run_nightly(scheduler_deps(core))
     assert +(step_runs() - before) == {
-        step: 1 for step in ("mechanical", "extract", "merge", "promote", "diary", "purge")
+        step: 1
+        for step in ("mechanical", "extract", "merge", "promote", "summaries", "diary", "purge")
     }
