@@ -49,7 +49,7 @@ earlier_part AS (
         SELECT m.id, m.session_id, m.role, m.content, m.created_at, m.status
         FROM messages AS m
         WHERE m.session_id = e.id AND m.user_id = :uid AND m.created_at >= :since
-          AND m.status NOT IN ('forgotten', 'apology', 'too_long')
+          AND m.status NOT IN ('forgotten', 'apology', 'too_long', 'command')
           AND (:chat IS NULL OR m.chat_id = :chat)
         ORDER BY m.id DESC
         LIMIT :limit
