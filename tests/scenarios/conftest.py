@@ -43,6 +43,12 @@ async def world(
     built.person("aiko", "console", "Asia/Tokyo", "Aiko")
     yield built
     await core.aclose()
+    # A forced tool the scenario model cannot answer degrades the feature silently (it
+    # fails like an outage): say so, so the scenario model learns to answer it.
+    assert not model.unscripted, (
+        f"the model was asked for {sorted(set(model.unscripted))} and has no scripted "
+        "answer: add one to ScenarioModel's defaults in tests/scenarios/model.py"
+    )
 
 
 @pytest.fixture

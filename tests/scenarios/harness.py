@@ -280,7 +280,9 @@ class World:
         """Now, for `prompts_since` and `sent_to(since=...)`."""
         return Mark(len(self.model.prompts), len(self.sent), self.clock.now())
 
-    def prompts_since(self, mark: Mark | None = None, *, person: Person | None = None) -> list[Prompt]:
+    def prompts_since(
+        self, mark: Mark | None = None, *, person: Person | None = None
+    ) -> list[Prompt]:
         """Every request the model got since `mark` (only those naming `person`)."""
         prompts = self.model.prompts[mark.prompts if mark else 0 :]
         if person is not None:

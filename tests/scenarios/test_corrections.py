@@ -36,9 +36,7 @@ async def _then_later(world: World, person: Person, days: int, words: str) -> No
     await world.advance(hours=2)
 
 
-async def _assert_replaced(
-    world: World, person: Person, *, old: str, new: str, ask: str
-) -> None:
+async def _assert_replaced(world: World, person: Person, *, old: str, new: str, ask: str) -> None:
     """In the next reply's prompt the memory block holds `new` once and `old` not at all;
     /memory lists only `new`; the old row is kept as history, superseded by the new."""
     await person.says(ask)
@@ -140,14 +138,10 @@ async def test_a_sisters_birthday_never_replaces_the_persons_own(
     ]
 
 
-async def test_contradicting_what_was_set_explicitly_asks_once(
-    world: World, tomas: Person
-) -> None:
+async def test_contradicting_what_was_set_explicitly_asks_once(world: World, tomas: Person) -> None:
     explicit = "I'm allergic to peanuts"
     new = "The person is not allergic to peanuts (the allergy test was negative)"
-    world.model.extractor.add(
-        r"allergy test", content=new, category="fact", supersedes=explicit
-    )
+    world.model.extractor.add(r"allergy test", content=new, category="fact", supersedes=explicit)
     await _introduce(world, tomas, "Lisbon")
     saved = await tomas.says(f"/remember {explicit}")
     assert saved.text.startswith("Got it"), saved.text

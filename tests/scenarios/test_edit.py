@@ -36,8 +36,12 @@ async def test_edit_with_undo_keeps_the_pin_and_counts_as_their_words(
     world: World, aiko: Person, maya: Person
 ) -> None:
     world.model.extractor.add("firmware at Sony", content=OLD, category="identity")
-    world.model.extractor.add("Pasadena", content="The person lives in Pasadena", category="identity")
-    world.model.extractor.add("cat Miso", content="The person has a cat named Miso", category="fact")
+    world.model.extractor.add(
+        "Pasadena", content="The person lives in Pasadena", category="identity"
+    )
+    world.model.extractor.add(
+        "cat Miso", content="The person has a cat named Miso", category="fact"
+    )
     await world.advance_to(maya.at(TUESDAY - timedelta(days=1), "10:00"))
     await maya.says("/timezone Los Angeles")
     await maya.says("I live in Pasadena with my cat Miso")

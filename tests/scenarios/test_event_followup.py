@@ -11,9 +11,7 @@ from tests.scenarios.harness import Person, World, assert_quiet_nights
 TUESDAY, THURSDAY = date(2026, 10, 20), date(2026, 10, 22)
 
 
-async def test_an_interview_is_followed_up_once_after_it_passed(
-    world: World, aiko: Person
-) -> None:
+async def test_an_interview_is_followed_up_once_after_it_passed(world: World, aiko: Person) -> None:
     world.model.extractor.add(
         "interview",
         content="The person has a job interview at Brightline",
@@ -40,7 +38,9 @@ async def test_an_interview_is_followed_up_once_after_it_passed(
     # Thursday: the morning check-in, the interview at 10, nothing from Aiko until the
     # evening; the follow-up comes once the interview is over (plus two hours).
     await world.advance_to(aiko.at(THURSDAY, "18:00"))
-    thursday = [s for s in world.sent_to(aiko, proactive=True) if aiko.local(s.at).date() == THURSDAY]
+    thursday = [
+        s for s in world.sent_to(aiko, proactive=True) if aiko.local(s.at).date() == THURSDAY
+    ]
     assert len(thursday) == 2, world.transcript(aiko)
     checkin, followup = thursday
     assert aiko.local(checkin.at).strftime("%H:%M") == "09:00"

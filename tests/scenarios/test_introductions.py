@@ -17,9 +17,7 @@ ASKS_TIMEZONE = re.compile(r"time ?zone", re.IGNORECASE)
 
 def timezone_questions(world: World, person: Person) -> list[Sent]:
     """Messages to the person that ask for their timezone with buttons to answer."""
-    return [
-        s for s in world.sent_to(person) if ASKS_TIMEZONE.search(s.text) and buttons_of(s)
-    ]
+    return [s for s in world.sent_to(person) if ASKS_TIMEZONE.search(s.text) and buttons_of(s)]
 
 
 async def _timezone(person: Person) -> str:
