@@ -9,7 +9,10 @@ from __future__ import annotations
 import re
 from datetime import date, timedelta
 
-from tests.scenarios.harness import Person, Sent, World, assert_quiet_nights, buttons_of
+from sqlalchemy import select
+
+from memory.tables import User
+from tests.scenarios.harness import Mark, Person, Sent, World, assert_quiet_nights, buttons_of
 
 MONDAY = date(2026, 10, 19)
 ASKS_TIMEZONE = re.compile(r"time ?zone", re.IGNORECASE)
@@ -20,8 +23,21 @@ def timezone_questions(world: World, person: Person) -> list[Sent]:
     return [s for s in world.sent_to(person) if ASKS_TIMEZONE.search(s.text) and buttons_of(s)]
 
 
-async def _timezone(person: Person) -> str:
-    return (await person.says("/timezone")).text
+def checkins_to(world: World, person: Person, mark: Mark | None = None) -> list[Sent]:
+    """What was sent to the person on the companion's own initiative, timezone questions
+    aside."""
+    return [
+        s
+        for s in world.sent_to(person, mark, proactive=True)
+        if not (ASKS_TIMEZONE.search(s.text) and buttons_of(s))
+    ]
+
+
+async def _timezone(world: World, person: Person) -> str | None:
+    """The timezone stored for the person."""
+    user_id = await person.user_id()
+    async with world.core.sessions() as db:
+        return await db.scalar(select(User.timezone).where(User.id == user_id))
 
 
 async def _confirm_if_offered(person: Person, reply: Sent | None, *labels: str) -> None:
@@ -41,10 +57,10 @@ async def test_first_contact_asks_the_timezone_with_buttons(world: World, maya: 
     (question,) = timezone_questions(world, maya)
     assert question.at <= maya.at(MONDAY, "10:01")
     await maya.press(question, "Los Angeles")
-    assert "America/Los_Angeles" in await _timezone(maya)
+    assert await _timezone(world, maya) == "America/Los_Angeles"
 
     await world.advance_to(maya.at(MONDAY + timedelta(days=2), "12:00"))
-    checkins = world.sent_to(maya, proactive=True)
+    checkins = checkins_to(world, maya)
     assert [maya.local(s.at).strftime("%a %H:%M") for s in checkins] == ["Tue 09:00", "Wed 09:00"]
     assert len(timezone_questions(world, maya)) == 1  # answered: never asked again
 
@@ -56,9 +72,9 @@ async def test_a_city_in_free_text_answers_the_question(world: World, tomas: Per
     answer = await tomas.says("Lisbon")
     await _confirm_if_offered(tomas, world.sent_to(tomas)[-1], "Lisbon", "Yes")
     assert answer.text
-    assert "Europe/Lisbon" in await _timezone(tomas)
+    assert await _timezone(world, tomas) == "Europe/Lisbon"
     await world.advance_to(tomas.at(MONDAY + timedelta(days=1), "12:00"))
-    (checkin,) = world.sent_to(tomas, proactive=True)
+    (checkin,) = checkins_to(world, tomas)
     assert tomas.local(checkin.at).strftime("%a %H:%M") == "Tue 09:00"
     assert question.at < checkin.at
 
@@ -69,7 +85,7 @@ async def test_no_scheduled_message_before_the_timezone_is_known(
     await world.advance_to(aiko.at(MONDAY, "16:05"))
     await aiko.says("hello")
     await aiko.says("just trying this out")
-    await world.advance_to(aiko.at(MONDAY + timedelta(days=3), "15:00"))
+    await world.advance_to(aiko.at(MONDAY + timedelta(days=3), "23:00"))
 
     questions = timezone_questions(world, aiko)
     assert len(questions) == 2, world.transcript(aiko)  # first contact, and once again
@@ -83,8 +99,8 @@ async def test_no_scheduled_message_before_the_timezone_is_known(
     offers = [s for s in world.sent_to(aiko, mark) if "Tokyo" in s.text and buttons_of(s)]
     assert offers, world.transcript(aiko, mark)
     await _confirm_if_offered(aiko, offers[0], "Yes", "Tokyo", "Set")
-    assert "Asia/Tokyo" in await _timezone(aiko)
+    assert await _timezone(world, aiko) == "Asia/Tokyo"
     await world.advance_to(aiko.at(MONDAY + timedelta(days=5), "12:00"))
-    checkins = [s for s in world.sent_to(aiko, mark, proactive=True)]
-    assert [aiko.local(s.at).strftime("%H:%M") for s in checkins] == ["09:00", "09:00"]
-    assert_quiet_nights(world, aiko)
+    checkins = checkins_to(world, aiko, mark)
+    assert [aiko.local(s.at).strftime("%a %H:%M") for s in checkins] == ["Fri 09:00", "Sat 09:00"]
+    assert_quiet_nights(world, aiko, mark)
