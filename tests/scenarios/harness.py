@@ -20,14 +20,13 @@ from sqlalchemy import text
 
 from bot.bootstrap import Core
 from bot.domain import Button, ButtonPress, IncomingMessage, Recipient, Reply
-from bot.timing import next_checkin
 from scheduler.checkins import minute_tick
 from scheduler.deps import SchedulerDeps
 from scheduler.patrol import run_nightly
 from tests.conftest import FakeClock
 from tests.scenarios.model import Prompt, ScenarioModel
 
-GRID = timedelta(minutes=15)  # the jobs run at least this often over an advanced span
+GRID = timedelta(hours=1)  # besides every due moment, the jobs run at least this often
 SETTLE = timedelta(seconds=30)  # how long after a due time the jobs run
 NIGHT_START, NIGHT_END = time(22, 0), time(8, 0)  # the default quiet hours
 
@@ -43,6 +42,9 @@ SELECT t FROM (
 ) AS due WHERE t > :now AND t <= :end
 """)
 _QUIET = text("SELECT timezone, quiet_start, quiet_end FROM users")
+_PATROL_DUE = text("""
+SELECT EXISTS (SELECT 1 FROM users WHERE next_patrol_at IS NULL OR next_patrol_at <= :now)
+""")
 _USER_ID = text("""
 SELECT user_id FROM identities WHERE platform = :platform AND platform_user_id = :name
 """)
@@ -224,7 +226,10 @@ class World:
         await self.deps.memory.sweep(idle_gap=self.deps.config.idle_gap)
         await self.core.background.drain()
         await minute_tick(self.deps)
-        await run_nightly(self.deps)
+        async with self.core.sessions() as db:  # the nightly job does nothing otherwise
+            patrol_due = await db.scalar(_PATROL_DUE, {"now": self.clock.now()})
+        if patrol_due:
+            await run_nightly(self.deps)
         await self.core.background.drain()
 
     async def advance(self, **delta: float) -> None:
@@ -258,9 +263,7 @@ class World:
             quiet = (await db.execute(_QUIET)).all()
         for timezone, start, stop in quiet:
             for boundary in (start, stop):
-                at = next_checkin(now, timezone, boundary)
-                if at is not None and at <= end:
-                    due.append(at)
+                due += _local_times(now, end, timezone, boundary)
         return due
 
     async def next_day(self, person: Person, hhmm: str) -> None:
@@ -319,6 +322,22 @@ class World:
             f"{s.text[:160]!r} {s.labels}"
             for s in self.sent_to(person, mark)
         )
+
+
+def _local_times(
+    now: datetime, end: datetime, timezone: str | None, at: time | None
+) -> list[datetime]:
+    """Every instant in (now, end] when it is `at` on the wall clock of `timezone`."""
+    if timezone is None or at is None:
+        return []
+    zone = ZoneInfo(timezone)
+    day = now.astimezone(zone).date()
+    found = []
+    while (moment := datetime.combine(day, at, zone).astimezone(UTC)) <= end:
+        if moment > now:
+            found.append(moment)
+        day += timedelta(days=1)
+    return found
 
 
 def _names(prompt: Prompt, person: Person) -> bool:
