@@ -141,8 +141,13 @@ class Person:
             )
         )
         await self.world.core.background.drain()
-        self.world.record(self.name, chat, reply, False)
+        self.world.record(self.name, self._shown_in(chat, reply), reply, False)
         return reply
+
+    def _shown_in(self, chat: str, reply: Reply) -> str:
+        """Where the adapters show a reply: a private one never in a group (it goes to
+        the person's private chat, or is ephemeral)."""
+        return self.chat_id if reply.private else chat
 
     async def press(self, reply: Reply | Sent, label: str, *, group: str | None = None) -> Reply:
         """They press the first button under `reply` whose label contains `label`."""
@@ -159,7 +164,7 @@ class Person:
             )
         )
         await self.world.core.background.drain()
-        self.world.record(self.name, chat, answer, False)
+        self.world.record(self.name, self._shown_in(chat, answer), answer, False)
         return answer
 
     async def user_id(self) -> int:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
+from sqlalchemy import select
+
 from bot.domain import Button, Reply
+from memory.tables import Memory
 from tests.scenarios.harness import Person, World, buttons_of, memory_labels
 
 TUESDAY = date(2026, 10, 20)
@@ -26,6 +29,13 @@ def edit_button(listing: Reply, label: str) -> Button:
     ]
     assert found, f"no Edit button for {label} among {[b.label for b in buttons_of(listing)]}"
     return found[0]
+
+
+async def _rows(world: World, person: Person) -> list[Memory]:
+    user_id = await person.user_id()
+    async with world.core.sessions() as db:
+        query = select(Memory).where(Memory.user_id == user_id).order_by(Memory.id)
+        return list((await db.scalars(query)).all())
 
 
 async def _memory(person: Person) -> str:
@@ -75,8 +85,12 @@ async def test_edit_with_undo_keeps_the_pin_and_counts_as_their_words(
     await aiko.says("long day of debugging")
     block = world.last_chat_prompt(aiko).memory_block
     assert NEW in block and OLD not in block, block
-    pinned_part = block.split("## Pinned", 1)[-1].split("## ", 1)[0]
+    assert "## Pinned" in block, block
+    pinned_part = block.split("## Pinned", 1)[1].split("## ", 1)[0]
     assert NEW in pinned_part, block
+    rows = {row.content: row for row in await _rows(world, aiko)}
+    assert rows[OLD].superseded_by == rows[NEW].id and rows[OLD].valid_until is not None
+    assert rows[NEW].valid_until is None and rows[NEW].pinned
     listing = await _memory(aiko)
     (line,) = [x for x in listing.splitlines() if NEW in x]
     assert "you said" in line and OLD not in listing, listing
