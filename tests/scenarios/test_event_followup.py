@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from tests.scenarios.harness import Person, World, assert_quiet_nights
+from tests.scenarios.harness import Person, World, assert_in_prompt, assert_quiet_nights
 
 TUESDAY, THURSDAY = date(2026, 10, 20), date(2026, 10, 22)
 
@@ -48,7 +48,8 @@ async def test_an_interview_is_followed_up_once_after_it_passed(world: World, ai
     assert followup.at >= aiko.at(THURSDAY, "12:00"), world.transcript(aiko)
     assert "How did it go?" in followup.text and "Brightline" in followup.text
     asked = [p for p in world.model.prompts if p.tool == "decide_checkin" and p.at == followup.at]
-    assert asked and "job interview at Brightline (Thu 22 Oct, 10:00)" in asked[0].text
+    assert asked, "the follow-up was composed by the model"
+    assert_in_prompt(asked[0], "job interview at Brightline (Thu 22 Oct, 10:00)")
 
     await aiko.says("it went well I think! second round next week")
     await world.advance_to(aiko.at(THURSDAY + timedelta(days=3), "20:00"))
