@@ -362,6 +362,7 @@ async def test_the_question_reaches_the_person_with_yes_and_no(
 ) -> None:
     delivery = RecordingDelivery()
     core.outbound.register(delivery)
+    await run(core, "/timezone UTC")  # questions, like notices, wait for a known timezone
     await run(core, "/remember I am vegetarian")
     await run(core, "/pin m1")
     extractor = RuleExtractor()
