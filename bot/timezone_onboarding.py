@@ -3,9 +3,11 @@
 On first contact (Telegram /start, or anyone's first private message on any platform)
 the reply carries the question, with buttons for the zones the platform hints at and a
 city in free text. Someone who does not answer is asked once more, in a reply at least a
-day later, then never again. When a person mentions where they live or what time it is
-for them, the reply offers to set the matching zone (one tap), unless it is the zone they
-have or the one last offered. All of this rides on replies: nothing is sent on its own.
+day later, then never again. A short reply naming a place ("Lisbon", "in Lisbon,
+Portugal") from someone asked and still without a zone is taken as the answer. When a
+person mentions where they live or what time it is for them, the reply offers to set the
+matching zone (one tap), unless it is the zone they have or the one last offered. All of
+this rides on replies: nothing is sent on its own.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import structlog
 
 from bot.commands.base import ButtonSpec, CommandDeps, make_buttons
 from bot.domain import Button, IncomingMessage, Reply
-from bot.timezone_talk import ZoneMention, zone_mention
+from bot.timezone_talk import ZoneMention, answered_place, zone_mention
 from bot.zone_guess import likely_zones
 from memory.records import Person
 
@@ -60,6 +62,8 @@ class TimezoneOnboarding:
         now = self._deps.clock.now()
         current = person.timezone if person.timezone_known else None
         mention = zone_mention(incoming.text, now, current)
+        if mention is None and current is None and person.timezone_asks > 0:
+            mention = answered_place(incoming.text)  # a bare city answers the question
         if mention is not None and mention.key != person.timezone_offered:
             return await self._offer(person, mention, reply, now)
         if due_to_ask(person, now):

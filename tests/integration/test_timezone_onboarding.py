@@ -113,6 +113,31 @@ async def test_the_first_message_naming_a_city_offers_it_instead_of_asking(core:
     assert (await run(core, "anyway")).buttons == ()
 
 
+async def test_a_bare_city_after_the_question_offers_its_zone(core: Core) -> None:
+    assert QUESTION in (await run(core, "hi")).text
+    reply = await run(core, "Lisbon")
+    assert reply.text.startswith("Tell me more.")
+    assert labels(reply) == ["Set timezone to Europe/Lisbon"]
+    assert (await press(core, reply, "Set timezone")).text == "Timezone set to Europe/Lisbon."
+    row = await alice_row(core)
+    assert row.timezone == "Europe/Lisbon" and row.timezone_known
+    assert (await run(core, "Lisbon")).buttons == ()  # known now: a city is just a city
+
+
+async def test_a_bare_city_once_the_zone_is_known_is_just_a_message(core: Core) -> None:
+    await run(core, "/timezone UTC")
+    assert (await run(core, "Paris")).buttons == ()
+
+
+async def test_an_ambiguous_city_offers_each_zone(core: Core) -> None:
+    await run(core, "hi")
+    reply = await run(core, "in Portland")
+    assert labels(reply) == [
+        "Set timezone to America/New_York",
+        "Set timezone to America/Los_Angeles",
+    ]
+
+
 async def test_a_stated_clock_time_offers_the_zones_at_that_offset(
     core: Core, clock: FakeClock
 ) -> None:
