@@ -62,6 +62,7 @@ class Core:
     memories: SqlMemoryRepository
     memory: MemoryServices
     outbound: Outbound
+    onboarding: TimezoneOnboarding | None = None
     embedded: EmbeddedPostgres | None = None
     closers: list[Any] = field(default_factory=list)
     health: Health = field(default_factory=Health)
@@ -207,6 +208,7 @@ async def build_core(
         ),
         autocommit=autocommit,
     )
+    onboarding = TimezoneOnboarding(commands)
     conversation = Conversation(
         store=store,
         llm=model,
@@ -215,7 +217,7 @@ async def build_core(
         config=conversation_config(settings),
         background=background,
         memory=memory,
-        extras=TimezoneOnboarding(commands),
+        extras=onboarding,
         edits=EditIntake(commands),
     )
     router = Router(conversation)
@@ -232,6 +234,7 @@ async def build_core(
         memories=memories,
         memory=memory,
         outbound=outbound,
+        onboarding=onboarding,
         embedded=embedded,
     )
     for client in (model, embedder):

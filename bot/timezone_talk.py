@@ -61,6 +61,35 @@ def mentioned_place(text: str) -> ZoneMention | None:
     return None
 
 
+_ANSWER_LEAD = re.compile(
+    r"^(?:(?:i'?m|i\s+am|we'?re|we\s+are)\s+(?:now\s+)?(?:in|from)|in|from)\s+", re.I
+)
+_PUNCTUATION = re.compile(r"[^\w\s,'’-]+")
+MAX_ANSWER_WORDS = 4
+# One-word replies that are also place names ("Nice" → Nice, France) but far more often
+# just a reply; with a country ("Nice, France") they count.
+_WORDS_NOT_PLACES = frozenset(
+    {"nice", "reading", "mobile", "hope", "bath", "split", "sale", "male", "university"}
+)
+
+
+def answered_place(text: str) -> ZoneMention | None:
+    """A short reply to the timezone question that names a place ("Lisbon", "in Lisbon",
+    "Lisbon, Portugal", "I'm in Lisbon!") → its zone, or the zones it may be."""
+    phrase = _PUNCTUATION.sub(" ", text).strip()
+    phrase = _ANSWER_LEAD.sub("", phrase).strip(" ,")
+    words = phrase.replace(",", " ").split()
+    if not words or len(words) > MAX_ANSWER_WORDS or len(phrase) < 3:
+        return None
+    if len(words) == 1 and words[0].lower() in _WORDS_NOT_PLACES:
+        return None
+    answer = find_timezone(phrase)
+    if answer.timezone is not None:
+        return ZoneMention((answer.timezone,), answer.timezone)
+    zones = tuple(dict.fromkeys(p.timezone for p in answer.candidates))[:MAX_ZONES]
+    return ZoneMention(zones, "|".join(zones)[:64]) if zones else None
+
+
 def _local_minutes(match: re.Match[str]) -> int | None:
     word = (match["word"] or "").lower()
     if word:

@@ -5,7 +5,10 @@ Before the model: only exact duplicates (by hash) and what the person asked to f
 dropped. Past that, the model's verdict decides (`same_as` a shown memory: mentioned
 again; `supersedes` one: a new version, history kept; neither: new); similarity alone
 never drops a candidate. A supersede by a fact naming someone else (a sister, a friend)
-than the memory it would replace is refused in code and stored as new. Extracted
+than the memory it would replace is refused in code and stored as new. With no verdict,
+a candidate that ends or negates a fact ("no longer", "used to", "quit", "moved") replaces
+the nearest live memory of its category or subject that does not, when the two say the
+same thing once the cue words are set aside (and are about the same people). Extracted
 memories never replace what the person set explicitly or pinned: the person is asked.
 """
 
@@ -19,6 +22,7 @@ from zoneinfo import ZoneInfo
 
 import structlog
 
+from memory.endings import has_ending, overlap
 from memory.errors import MemoryNotFound
 from memory.extraction_prompt import ExtractedMemory, ExtractionAnswer
 from memory.items import Candidate, ExtractionOutcome, MemoryItem, UpdateQuestion, content_hash
@@ -39,6 +43,9 @@ MIN_CONTENT_WORDS = 3
 DUPLICATE_SIMILARITY = 0.92  # a forgotten memory said again: not learned again
 SUPERSEDES_MATCH = 0.80  # how close a verdict given as text must be to a memory
 KEPT = ("active", "dying", "forgotten")
+ENDED_NEAR = 0.5  # how close a memory must be to be considered as the one a cue ends
+ENDED_OVERLAP = 0.6  # content words shared once the cue words are set aside
+ENDED_SIMILARITY = 0.80
 SUBJECT_WORDS = 5  # "The person's best friend Tom …": whom a fact is about comes first
 _GENERIC_WORDS = (
     "the person they them their is are was has have had a an it this that of to and "
@@ -236,7 +243,49 @@ async def _match(
             log.info("memory.supersede_refused", user_id=batch.user_id, memory_id=named.id)
         elif named is not None:
             return "supersede", named
+    if not (plan.supersedes or plan.same_as) and has_ending(candidate.content):
+        ended = await _ended(batch, candidate, vector)
+        if ended is not None:
+            log.info("memory.supersede_by_cue", user_id=batch.user_id, memory_id=ended.id)
+            return "supersede", ended
     return "add", None
+
+
+async def _ended(batch: MemoryBatch, candidate: Candidate, vector: Embedding) -> MemoryItem | None:
+    """The live memory a candidate with an ending cue ends, if the nearest one of its
+    category or subject says the same thing without the cue."""
+    near = await batch.similar(vector, limit=3, min_similarity=ENDED_NEAR)
+    for item, similarity in near:
+        if item.category != candidate.category and not _same_subject(
+            candidate.content, item.content
+        ):
+            continue
+        if has_ending(item.content) or _other_subject(candidate.content, item.content):
+            return None
+        if _other_subject(item.content, candidate.content) or _owned(candidate.content) - _owned(
+            item.content
+        ):
+            return None  # about someone else, or something of someone's ("Sam's clinic")
+        close = overlap(candidate.content, item.content) >= ENDED_OVERLAP
+        return item if close or similarity >= ENDED_SIMILARITY else None
+    return None
+
+
+def _owned(text: str) -> set[str]:
+    """Whose things a fact's opening is about, by name ("Sam's clinic" → {"sam"})."""
+    opening = text.split()[: SUBJECT_WORDS + 1]
+    return {
+        word.casefold().removesuffix("'s")
+        for word in opening
+        if word[:1].isupper() and word.casefold().endswith("'s") and word.casefold() != "person's"
+    }
+
+
+def _same_subject(new: str, old: str) -> bool:
+    """Both facts open on the same people (by relation or name)."""
+    a = " ".join(new.split()[:SUBJECT_WORDS])
+    b = " ".join(old.split()[:SUBJECT_WORDS])
+    return (owner_kin(a), names(a)) == (owner_kin(b), names(b))
 
 
 def _other_subject(new: str, old: str) -> bool:

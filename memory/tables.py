@@ -67,6 +67,11 @@ class User(Base):
                 "AND timezone_known"
             ),
         ),
+        Index(  # the second timezone question, asked on their own (memory/timezone_asks.py)
+            "ix_users_timezone_asks",
+            "timezone_asked_at",
+            postgresql_where=text("NOT timezone_known AND timezone_asks = 1"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)

@@ -9,6 +9,7 @@ from datetime import datetime
 import structlog
 
 from bot import metrics
+from memory.timezone_asks import claim_second_asks
 from scheduler.claims import claim_checkins, claim_followups, schedule_new
 from scheduler.deps import SchedulerDeps
 from scheduler.dispatch import dispatch
@@ -83,9 +84,24 @@ async def run_notices(deps: SchedulerDeps) -> Counter[str]:
 
 async def minute_tick(deps: SchedulerDeps) -> Counter[str]:
     """Everything due this minute, in order: recovery, check-ins, follow-ups, held
-    notices."""
+    notices, second timezone questions."""
     outcomes = await run_outbox(deps)
     outcomes += await run_checkins(deps)
     outcomes += await run_followups(deps)
     outcomes += await run_notices(deps)
+    outcomes += await run_timezone_asks(deps)
+    return outcomes
+
+
+async def run_timezone_asks(deps: SchedulerDeps) -> Counter[str]:
+    """Ask once more, on their own, the people who never answered the timezone question,
+    at the hour they were last active a day later (counted as `timezone_ask_<outcome>`)."""
+    outcomes: Counter[str] = Counter()
+    if deps.onboarding is None:
+        return outcomes
+    for user_id in await claim_second_asks(deps.sessions, now=deps.clock.now()):
+        outcome = await deps.onboarding.ask_again(user_id, deps.outbound)
+        outcomes[f"timezone_ask_{outcome}"] += 1
+    if outcomes:
+        log.info("timezone_asks.done", **outcomes)
     return outcomes

@@ -15,6 +15,7 @@ from bot.llm_tools import LLMToolCaller
 from bot.memory_gateway import MemoryServices
 from bot.outbound import Outbound
 from bot.prompting import load_persona
+from bot.timezone_onboarding import TimezoneOnboarding
 from memory.conversations import SqlConversationStore
 from memory.memories import SqlMemoryRepository
 from memory.ports import Clock, Embedder, ToolCaller, Vector
@@ -95,6 +96,7 @@ class SchedulerDeps:
     clock: Clock
     persona: str
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    onboarding: TimezoneOnboarding | None = None  # the second timezone question
 
 
 def deps_from(core: Core, config: SchedulerConfig | None = None) -> SchedulerDeps:
@@ -112,4 +114,5 @@ def deps_from(core: Core, config: SchedulerConfig | None = None) -> SchedulerDep
         clock=core.clock,
         persona=load_persona(core.settings.persona_file),
         config=config or config_from(core),
+        onboarding=core.onboarding,
     )

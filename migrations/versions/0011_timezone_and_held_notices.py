@@ -49,6 +49,12 @@ def upgrade() -> None:
     op.execute("UPDATE users SET timezone_known = true WHERE timezone <> 'UTC'")
     op.execute("UPDATE users SET next_checkin_at = NULL WHERE NOT timezone_known")
     _unscheduled(f"{UNSCHEDULED} AND timezone_known")
+    op.create_index(
+        "ix_users_timezone_asks",
+        "users",
+        ["timezone_asked_at"],
+        postgresql_where=sa.text("NOT timezone_known AND timezone_asks = 1"),
+    )
     op.create_table(
         "held_notices",
         sa.Column("id", sa.BigInteger(), primary_key=True),
@@ -85,6 +91,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_held_notices_waiting", table_name="held_notices")
     op.drop_table("held_notices")
+    op.drop_index("ix_users_timezone_asks", table_name="users")
     _unscheduled(UNSCHEDULED)
     op.drop_column("users", "timezone_offered")
     op.drop_column("users", "timezone_asks")

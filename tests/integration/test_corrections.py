@@ -114,6 +114,86 @@ async def test_not_vegetarian_any_more_supersedes_is_vegetarian_with_history(
     ]
 
 
+async def test_no_longer_without_a_verdict_supersedes_the_same_fact(
+    db: Db, repo: SqlMemoryRepository, llm: FakeToolCaller, extract: Pipeline, clock: FakeClock
+) -> None:
+    alice = await person(db)
+    coffee = await low(repo, alice, "The person drinks coffee every morning", "preference")
+    walk = await low(repo, alice, "The person walks the dog every morning", "preference")
+    sister = await low(repo, alice, "The person's sister Ana drinks tea", "relationship")
+    session_id, (said,) = await conversation(
+        db, alice, [("user", "I used to drink coffee every morning, I quit")], clock.now()
+    )
+    new = "The person no longer drinks coffee every morning"
+    llm.answer(memory(new, [said], category="preference"))  # no supersedes, no same_as
+
+    outcome = await extract(alice, session_id)
+
+    assert (outcome.added, outcome.updated) == (0, 1)
+    live = {m.content for m in await repo.live(alice, limit=100)}
+    assert live == {new, walk.content, sister.content}
+    history = await repo.history(alice, coffee.short_id)
+    assert [(v.content, v.live) for v in history.versions] == [
+        (coffee.content, False),
+        (new, True),
+    ]
+
+
+async def test_an_ending_about_someone_else_or_another_thing_is_new(
+    db: Db, repo: SqlMemoryRepository, llm: FakeToolCaller, extract: Pipeline, clock: FakeClock
+) -> None:
+    alice = await person(db)
+    await low(repo, alice, "The person drinks coffee every morning", "preference")
+    await low(repo, alice, "The person's partner Sam is a vet", "relationship")
+    session_id, (said,) = await conversation(
+        db, alice, [("user", "Sam's clinic moved; my sister quit coffee")], clock.now()
+    )
+    llm.answer(
+        memory(
+            "The person's partner Sam's vet clinic moved to Geelong",
+            [said],
+            category="relationship",
+        ),
+        memory(
+            "The person's sister no longer drinks coffee every morning",
+            [said],
+            category="preference",
+        ),
+        memory("The person no longer plays the cello", [said], category="preference"),
+    )
+
+    outcome = await extract(alice, session_id)
+
+    assert (outcome.added, outcome.updated) == (3, 0)
+    assert len(await repo.live(alice, limit=100)) == 5
+
+
+async def test_an_ending_of_a_pinned_fact_is_asked_not_applied(
+    db: Db, repo: SqlMemoryRepository, llm: FakeToolCaller, extract: Pipeline, clock: FakeClock
+) -> None:
+    alice = await person(db)
+    mine = await remember_explicit(
+        user_id=alice,
+        text="I drink coffee every morning",
+        memories=repo,
+        llm=None,
+        clock=clock,
+        timezone=CPH,
+    )
+    session_id, (said,) = await conversation(
+        db, alice, [("user", "I stopped drinking coffee in the morning")], clock.now()
+    )
+    llm.answer(
+        memory("The person no longer drinks coffee every morning", [said], category="preference")
+    )
+
+    outcome = await extract(alice, session_id)
+
+    (question,) = outcome.questions
+    assert question.memory_label == mine.label
+    assert [m.id for m in await repo.live(alice)] == [mine.id]
+
+
 async def test_similarity_alone_never_drops_what_the_model_calls_new(
     db: Db, repo: SqlMemoryRepository, llm: FakeToolCaller, extract: Pipeline, clock: FakeClock
 ) -> None:

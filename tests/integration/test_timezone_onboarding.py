@@ -5,13 +5,13 @@ follow-up at a UTC hour; saying where they live or what time it is offers the zo
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from sqlalchemy import select
 
 from bot.bootstrap import Core
 from bot.domain import IncomingMessage
-from bot.timezone_onboarding import QUESTION
+from bot.timezone_onboarding import ASKED_AGAIN, QUESTION
 from memory.tables import User
 from scheduler.checkins import minute_tick
 from tests.conftest import FakeClock
@@ -70,24 +70,58 @@ async def test_the_other_button_lists_every_preset_zone(core: Core) -> None:
     assert {"London", "Tokyo", "Sydney"} <= set(labels(menu))
 
 
-async def test_never_answering_is_asked_once_more_a_day_later_and_never_checked_in(
+async def test_never_answering_is_asked_once_more_at_their_hour_and_never_checked_in(
     core: Core, clock: FakeClock, scripted_llm: ScriptedLLM
 ) -> None:
     delivery = RecordingDelivery()
     core.outbound.register(delivery)
-    deps = scheduler_deps(core)
+    deps, other_process = scheduler_deps(core), scheduler_deps(core)
+    clock.advance(hours=7, minutes=20)  # 16:20 UTC
     assert QUESTION in (await run(core, "hi")).text
-    for _ in range(3 * 24):  # three days of hourly ticks: nothing scheduled, nothing sent
-        clock.advance(hours=1)
+    assert QUESTION not in (await run(core, "just trying this out")).text
+    sent_at = []
+    for _ in range(3 * 24 * 4):  # three days of quarter-hour ticks, two processes each
+        clock.advance(minutes=15)
+        before = len(delivery.sent)
         await minute_tick(deps)
-        if clock.current.hour == 20:
-            reply = await run(core, "evening chat")
-            asked = QUESTION in reply.text
-            assert asked == (clock.current.date() == datetime(2026, 3, 2).date() + timedelta(1))
-    assert delivery.sent == []
+        await minute_tick(other_process)
+        sent_at += [clock.current] * (len(delivery.sent) - before)
+    assert sent_at == [datetime(2026, 3, 3, 16, 20, tzinfo=UTC)]  # a day after, once
+    ((_, asked),) = delivery.sent
+    assert asked.text == ASKED_AGAIN and asked.private
+    assert labels(asked)[-1] == "Other…"
     row = await alice_row(core)
     assert (row.timezone_asks, row.next_checkin_at, row.timezone_known) == (2, None, False)
     assert not [r for r in scripted_llm.requests if r.force_tool == "decide_checkin"]
+
+    chosen = await press(core, asked, labels(asked)[0])
+    assert chosen.text.startswith("Timezone set to")
+
+
+async def test_a_missed_hour_skips_the_second_question(core: Core, clock: FakeClock) -> None:
+    delivery = RecordingDelivery()
+    core.outbound.register(delivery)
+    assert QUESTION in (await run(core, "hi")).text
+    clock.advance(hours=26)  # the process was down at their hour
+    await minute_tick(scheduler_deps(core))
+    clock.advance(days=1)
+    await minute_tick(scheduler_deps(core))
+    assert delivery.sent == []
+    assert (await alice_row(core)).timezone_asks == 1
+
+
+async def test_writing_again_a_day_later_asks_in_the_reply_and_not_on_its_own(
+    core: Core, clock: FakeClock
+) -> None:
+    delivery = RecordingDelivery()
+    core.outbound.register(delivery)
+    assert QUESTION in (await run(core, "hi")).text
+    clock.advance(hours=24, minutes=5)
+    assert QUESTION in (await run(core, "evening chat")).text  # the second ask
+    for _ in range(48):
+        clock.advance(hours=1)
+        await minute_tick(scheduler_deps(core))
+    assert delivery.sent == [] and (await alice_row(core)).timezone_asks == 2
 
 
 async def test_living_in_berlin_offers_the_zone_and_one_tap_sets_it(core: Core) -> None:
@@ -111,6 +145,31 @@ async def test_the_first_message_naming_a_city_offers_it_instead_of_asking(core:
     assert labels(reply) == ["Set timezone to Europe/Lisbon"] and QUESTION not in reply.text
     assert (await alice_row(core)).timezone_asks == 1  # that counts as asking
     assert (await run(core, "anyway")).buttons == ()
+
+
+async def test_a_bare_city_after_the_question_offers_its_zone(core: Core) -> None:
+    assert QUESTION in (await run(core, "hi")).text
+    reply = await run(core, "Lisbon")
+    assert reply.text.startswith("Tell me more.")
+    assert labels(reply) == ["Set timezone to Europe/Lisbon"]
+    assert (await press(core, reply, "Set timezone")).text == "Timezone set to Europe/Lisbon."
+    row = await alice_row(core)
+    assert row.timezone == "Europe/Lisbon" and row.timezone_known
+    assert (await run(core, "Lisbon")).buttons == ()  # known now: a city is just a city
+
+
+async def test_a_bare_city_once_the_zone_is_known_is_just_a_message(core: Core) -> None:
+    await run(core, "/timezone UTC")
+    assert (await run(core, "Paris")).buttons == ()
+
+
+async def test_an_ambiguous_city_offers_each_zone(core: Core) -> None:
+    await run(core, "hi")
+    reply = await run(core, "in Portland")
+    assert labels(reply) == [
+        "Set timezone to America/New_York",
+        "Set timezone to America/Los_Angeles",
+    ]
 
 
 async def test_a_stated_clock_time_offers_the_zones_at_that_offset(

@@ -20,8 +20,8 @@ NEWER = "Works at Nintendo as a senior firmware engineer"
 
 
 def edit_button(listing: Reply, label: str) -> Button:
-    """The Edit button of item `label` under a /memory listing (a label with 'Edit' or
-    '✏' and the item's label)."""
+    """The Edit button containing `label` under a reply (a label with 'Edit' or '✏'):
+    "Edit" finds the one under /memory, "m1" the item's button in the picker."""
     found = [
         b
         for b in buttons_of(listing)
@@ -102,11 +102,14 @@ async def test_edit_with_undo_keeps_the_pin_and_counts_as_their_words(
     block = world.last_chat_prompt(aiko).memory_block
     assert OLD in block and NEW not in block, block
 
-    # The Edit button under /memory asks for the new text; the next message is it.
+    # The Edit button under /memory opens a picker (one "✏️ m1" per item, within
+    # Discord's 25-button limit); the item's button asks for the new text; the next
+    # message is it.
     listing_reply = await aiko.says("/memory")
     (label,) = memory_labels(listing_reply.text, OLD)
-    button = edit_button(listing_reply, label)
-    asked = await aiko.press(listing_reply, button.label)
+    picker = await aiko.press(listing_reply, edit_button(listing_reply, "Edit").label)
+    button = edit_button(picker, label)
+    asked = await aiko.press(picker, button.label)
     assert asked.text, "pressing Edit should ask for the new text"
     await aiko.says(NEWER)
     await aiko.says("what do you know about my job?")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.timezone_talk import zone_mention
+from bot.timezone_talk import answered_place, zone_mention
 from bot.zone_guess import likely_zones, offset_for_clock
 
 WINTER_2PM = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
@@ -74,3 +74,30 @@ def test_likely_zones_from_language_region_or_the_machine() -> None:
         "America/New_York",
         "America/Los_Angeles",
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "zones"),
+    [
+        ("Lisbon", ("Europe/Lisbon",)),
+        ("in Lisbon.", ("Europe/Lisbon",)),
+        ("Lisbon, Portugal", ("Europe/Lisbon",)),
+        ("I'm in Tokyo!", ("Asia/Tokyo",)),
+        ("from tokyo", ("Asia/Tokyo",)),
+        ("Nice, France", ("Europe/Paris",)),
+        ("Portland", ("America/New_York", "America/Los_Angeles")),
+    ],
+)
+def test_a_short_reply_naming_a_place_answers_the_question(
+    text: str, zones: tuple[str, ...]
+) -> None:
+    mention = answered_place(text)
+    assert mention is not None and mention.zones == zones
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["ok", "thanks!", "nice", "hello there", "I went to Lisbon and Porto last summer", ""],
+)
+def test_a_reply_that_is_not_a_place_answers_nothing(text: str) -> None:
+    assert answered_place(text) is None
