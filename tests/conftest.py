@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core, build_core
@@ -25,6 +26,25 @@ from tests.fakes.chat_llm import ScriptedLLM
 REPORT_PROPERTY = "report"
 """A test's `record_property(REPORT_PROPERTY, text)` is shown in the terminal summary,
 with or without `-s`, whether the test passed or failed."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """structlog as tests see it: its development defaults, but tracebacks printed plainly.
+    With `rich` installed, the default renders every local variable of every frame, which
+    takes seconds for a database error and makes timing-sensitive tests miss their
+    deadlines (production logging formats tracebacks itself: `bot.logs`)."""
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.StackInfoRenderer(),
+            structlog.dev.set_exc_info,
+            structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
+            structlog.dev.ConsoleRenderer(
+                colors=False, exception_formatter=structlog.dev.plain_traceback
+            ),
+        ]
+    )
 
 
 @dataclass
