@@ -16,7 +16,7 @@ from bot.commands.notices import memory_notice
 from bot.errors import DeliveryFailed
 from bot.llm import LLM, ToolCall, ToolSpec
 from bot.outbound import Outbound
-from bot.prompting import TurnWindow
+from bot.prompting import MemoryContext, TurnWindow
 from bot.working_memory import summarise_session
 from memory.context import assemble_context
 from memory.conversations import SqlConversationStore
@@ -97,8 +97,11 @@ class MemoryServices:
         """Tools the model may call during a conversation."""
         return (REMEMBER_TOOL,)
 
-    async def context_for(self, person: Person, session: ConversationSession, query: str) -> str:
-        """The memory block for this turn; the recalls it shows are counted afterwards."""
+    async def context_for(
+        self, person: Person, session: ConversationSession, query: str
+    ) -> MemoryContext:
+        """The memory block for this turn, standing part and this turn's part; the recalls
+        it shows are counted afterwards."""
         now = self._clock.now()
         assembled = await assemble_context(
             self._autocommit,
@@ -119,7 +122,7 @@ class MemoryServices:
                 ),
                 key=f"recalled:{person.id}:{self._recalls}",
             )
-        return assembled.text
+        return MemoryContext(assembled.standing, assembled.this_turn)
 
     async def run_tool(self, person: Person, message_id: int, call: ToolCall) -> str:
         """Carry out the model's `remember` call."""

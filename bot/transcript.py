@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 from bot.llm import Turn
@@ -79,13 +80,22 @@ def timed_turns(
 ) -> tuple[tuple[Turn, ...], bool]:
     """The messages as turns, in the order given, with time notes; and whether any note
     was added. A note goes at the start of the person's message, or in a user turn of its
-    own before the companion's."""
+    own before the companion's. The notes depend only on the messages (the opening one
+    is dated when a pause is marked), so a turn's text stays the same from one prompt to
+    the next and the cached prefix of the conversation holds."""
     turns: list[Turn] = []
+    notes = [
+        time_note(before.created_at, message.created_at, zone, now)
+        for before, message in pairwise(messages)
+    ]
+    if any(notes):
+        # The opening message is dated only once a pause is marked: it must not change
+        # between turns merely because time passed (that would break the prompt cache).
+        notes.insert(0, f"[{stamp(messages[0].created_at, zone, now)}]")
+    else:
+        notes.insert(0, None)
     timed = False
-    previous: datetime | None = None
-    for message in messages:
-        note = time_note(previous, message.created_at, zone, now)
-        previous = message.created_at
+    for message, note in zip(messages, notes, strict=False):
         if message.role == "user":
             content = f"{note} {message.content}" if note else message.content
             turns.append(Turn("user", content))
