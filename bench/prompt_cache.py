@@ -18,8 +18,6 @@ Run: `python -m bench.prompt_cache`. Figures over the chat calls of turns 9–24
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -298,21 +296,8 @@ def main() -> None:
         )
     share, cost = figures(rows)
     print(f"turns {MEASURED_FROM}–{len(rows)}: targets read share >= 0.80, cost ratio <= 0.30")
-    out = os.environ.get("COMPANION_BENCH_OUT")
-    if out:
-        data = {"turns": [_row(r) for r in rows]}
-        (Path(out) / "prompt_cache.json").write_text(json.dumps(data))
     print(f"figure chat_cache_read_share {share:.3f} ratio")
     print(f"figure chat_input_cost_ratio {cost:.3f} ratio")
-
-
-def _row(r: TurnUsage) -> dict[str, int]:
-    return {
-        "turn": r.turn,
-        "input": r.input_tokens,
-        "cache_write": r.cache_write,
-        "cache_read": r.cache_read,
-    }
 
 
 if __name__ == "__main__":

@@ -279,7 +279,8 @@ async def test_in_a_group_nothing_personal_reaches_the_prompt(
     )
     await core.router.handle(group)
     request = scripted_llm.chat_requests[-1]
-    assert "diabetes" not in context_text(request) and "<memory>" not in context_text(request)
+    shown = "\n".join((request.standing_system, request.dynamic_system, request.turn_context))
+    assert "diabetes" not in shown and "<memory>" not in shown
     assert "group chat" in context_text(request)
     assert [t.content for t in request.turns] == ["hey everyone, what's a good film?"]
     await _turn(core, "back in private")
