@@ -35,6 +35,9 @@ APOLOGY = (
     "Your message is saved, and I'll have it in mind when you write again."
 )
 MAX_TOOL_ROUNDS = 2
+CONTEXT_STEP_TOKENS = 500
+"""The turn's context is reserved in steps of this size: it changes size every turn,
+and the history's budget should not (where old turns are cut is the cached prefix)."""
 GROUP_NOTE = (
     "This is a group chat: other people read your reply. Do not mention anything personal "
     "you know about the person from private conversations."
@@ -246,8 +249,13 @@ async def _build_request(
         return None
     summary = session.summary if private else ""
     context = turn_context(now=now, timezone=person.timezone, memory=memory.this_turn)
-    fixed = (c.persona, memory.standing, _system(inbound, summary, private), context, TIME_NOTES)
-    budget = c.config.context_tokens - sum(map(estimate_tokens, fixed)) - c.config.reply_max_tokens
+    fixed = (c.persona, memory.standing, _system(inbound, summary, private), TIME_NOTES)
+    budget = (
+        c.config.context_tokens
+        - sum(map(estimate_tokens, fixed))
+        - _rounded_up(estimate_tokens(context), CONTEXT_STEP_TOKENS)
+        - c.config.reply_max_tokens
+    )
     window = fit_history(
         history,
         max(budget, 500),
@@ -270,6 +278,10 @@ async def _build_request(
         max_tokens=c.config.reply_max_tokens,
     )
     return request, window
+
+
+def _rounded_up(tokens: int, step: int) -> int:
+    return -(-tokens // step) * step
 
 
 def _system(

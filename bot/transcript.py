@@ -29,6 +29,7 @@ GAP_NOTE_AFTER = timedelta(hours=1)
 NEXT_DAY_AFTER = timedelta(hours=6)
 """A pause over midnight shorter than this is counted in hours, not as 'the next day'."""
 TURN_TOKENS = 4
+ROOM_STEPS = 12
 SUMMARY_TOKENS = 12
 SUMMARIES_OPEN = "<earlier_conversations>"
 SUMMARIES_CLOSE = "</earlier_conversations>"
@@ -124,7 +125,7 @@ def fit_history(
     `shown_elsewhere`). Flags a summary of the current session past 80% of the budget."""
     visible = in_reply_order([m for m in history.current if m.status not in HIDDEN_STATUSES])
     kept = newest_within(visible, budget_tokens, keep_one=True)
-    room = budget_tokens - _cost(kept)
+    room = settled_room(budget_tokens - _cost(kept), budget_tokens)
     earlier, digests = fit_earlier(
         [m for m in history.earlier if m.status not in HIDDEN_STATUSES],
         [d for d in history.digests if not _contains(shown_elsewhere, d.summary)],
@@ -146,6 +147,15 @@ def fit_history(
         summaries=summaries_section(digests, zone=zone, now=now),
         timed=timed,
     )
+
+
+def settled_room(room: int, budget_tokens: int) -> int:
+    """The room left for earlier sessions, rounded down to a twelfth of the budget, so
+    where their turns are cut moves only every few turns, not on every one: each cut
+    changes the start of the transcript, and so the whole cached prefix of the
+    conversation."""
+    step = max(1, budget_tokens // ROOM_STEPS)
+    return max(0, room - room % step)
 
 
 def fit_earlier(
