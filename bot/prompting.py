@@ -58,7 +58,8 @@ def turn_context(*, now: datetime, timezone: str, memory: str = "") -> str:
         local_time_line(now, timezone),
     ]
     if memory:
-        parts.append(memory)
+        # Remembered text cannot close the context block and pass for the person's words.
+        parts.append(memory.replace(TURN_CONTEXT_CLOSE, "‹/turn_context›"))
     body = "\n\n".join(parts)
     return f"{TURN_CONTEXT_OPEN}\n{body}\n{TURN_CONTEXT_CLOSE}"
 
