@@ -189,6 +189,26 @@ async def test_a_hit_is_found_up_to_twenty_blocks_before_the_breakpoint(
     assert far.cache_creation_input_tokens == total(far) - far.input_tokens
 
 
+async def test_a_different_tool_choice_misses_the_messages_but_not_the_system(
+    client: anthropic.AsyncAnthropic,
+) -> None:
+    tool: Any = {"name": "note", "description": "Take a note.", "input_schema": {"type": "object"}}
+    question: Any = [
+        {"role": "user", "content": [{"type": "text", "text": LONG, "cache_control": CACHED}]}
+    ]
+    ask: Any = {"model": SONNET, "max_tokens": 10, "system": system(LONG), "tools": [tool]}
+    await client.messages.create(**ask, messages=question)
+    again = await client.messages.create(**ask, messages=question)
+    forced = await client.messages.create(
+        **ask, messages=question, tool_choice={"type": "tool", "name": "note"}
+    )
+
+    long_tokens = block_tokens({"type": "text", "text": LONG})
+    assert again.usage.cache_read_input_tokens == block_tokens(tool) + 2 * long_tokens
+    assert forced.usage.cache_read_input_tokens == block_tokens(tool) + long_tokens
+    assert forced.usage.cache_creation_input_tokens == long_tokens
+
+
 # What AnthropicLLM sends
 
 

@@ -3,7 +3,8 @@
 - The prompt is read in cache order: tools, then system blocks, then each message's
   content blocks (a string content is one text block).
 - Only a block marked with `cache_control` (a breakpoint) writes an entry: the prefix up
-  to and including it, keyed by the model and the exact blocks (minus `cache_control`).
+  to and including it, keyed by the model and the exact blocks (minus `cache_control`);
+  a different `tool_choice` makes the message blocks differ (not tools or system).
 - A prefix shorter than the model's minimum is neither written nor read (no error, as
   the API does): 1,024 tokens for Sonnet 4.5 and older Sonnets and Opuses, 4,096 for
   Haiku 4.5 and Opus 4.5, 2,048 for the Haiku 3 models.
@@ -116,7 +117,7 @@ class PromptCache:
         """Read and write the cache for this request; its input token split."""
         now = self._clock() + self._offset
         blocks = prompt_blocks(body)
-        keys = _prefix_keys(str(body["model"]), blocks)
+        keys = _prefix_keys(body, blocks)
         ends = _running_totals([block_tokens(b) for b in blocks])
         marks = [i for i, block in enumerate(blocks) if is_breakpoint(block)]
         read_end = self._read(keys, marks, now)
@@ -152,11 +153,15 @@ class PromptCache:
         return best
 
 
-def _prefix_keys(model: str, blocks: list[dict[str, Any]]) -> list[str]:
-    """For each block, the key of the prefix ending with it."""
-    digest = hashlib.sha256(model.encode())
+def _prefix_keys(body: dict[str, Any], blocks: list[dict[str, Any]]) -> list[str]:
+    """For each block, the key of the prefix ending with it. A change of `tool_choice`
+    invalidates the message blocks (not the tools or the system), as the docs say."""
+    digest = hashlib.sha256(str(body["model"]).encode())
+    head = len(body.get("tools") or []) + len(_as_blocks(body.get("system")))
     keys = []
-    for block in blocks:
+    for index, block in enumerate(blocks):
+        if index == head:
+            digest.update(b"\0tool_choice" + json.dumps(body.get("tool_choice")).encode())
         digest.update(b"\0" + _canonical(block).encode())
         keys.append(digest.copy().hexdigest())
     return keys
