@@ -7,7 +7,8 @@ embedded PostgreSQL — against the loopback Messages API fake, which caches onl
 breakpoints, only prefixes past the model's minimum (1,024 tokens for Sonnet 4.5, 4,096
 for Haiku 4.5), for 5 minutes, and reports usage as the API does. Turns come 15–45
 seconds apart (the fake's cache clock and the core's clock move together). Background
-work (extraction after 8 messages) runs between turns, as in production.
+work runs between turns, as in production: extraction after 8 and 16 messages notes a
+fact and a thread each time, so memory changes mid-conversation.
 
 Run: `python -m bench.prompt_cache`. Figures over the chat calls of turns 9–24:
 `chat_cache_read_share` (cache reads ÷ all input tokens; target ≥ 0.80) and
@@ -18,6 +19,8 @@ Run: `python -m bench.prompt_cache`. Figures over the chat calls of turns 9–24
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -67,6 +70,16 @@ ACTIVE = (
     "They promised to cook dinner for Jonas's parents this Saturday",
     "They are reading about adopting a second cat as company for Miso",
 )
+NOTED = (
+    ("They do their colleague's charting when he leaves early", "fact", "core"),
+    ("They plan to talk to their colleague at lunch about handovers", "thread", "active"),
+    ("Jonas's father is suspicious of vegetarian food", "relationship", "core"),
+    ("They are cooking dal, naan and paneer for Jonas's parents", "event", "active"),
+    ("Ten minutes of Satie on the piano calms them before sleep", "preference", "core"),
+    ("They and Jonas have saved half of the money for Portugal", "goal", "active"),
+)
+"""What each extraction (after 8 messages) notes, two items at a time."""
+PERSON_MESSAGE = re.compile(r"\[#(\d+) \| THE PERSON")
 MESSAGES = (
     "Hi! I'm finally home after a long day shift. My feet are killing me and I barely "
     "had time to eat. How are you doing this evening?",
@@ -196,18 +209,39 @@ class MovingClock:
 
 
 def respond(replies: list[str]) -> Any:
-    """The fake model's answers: the next scripted reply for a conversation turn, an
-    empty result for a forced tool (extraction), a short summary otherwise."""
+    """The fake model's answers: the next scripted reply for a conversation turn, a fact
+    and a thread for each extraction (so memory changes mid-conversation, as it does),
+    a short summary otherwise."""
+    noted = list(NOTED)
 
     def answer(body: dict[str, Any]) -> Step:
         choice = body.get("tool_choice") or {}
         if choice.get("type") == "tool":
-            return ToolUseReply(choice["name"], {"memories": []})
+            return ToolUseReply(choice["name"], {"memories": _extracted(body, noted)})
         if body["model"] == CHAT_MODEL and replies:
             return TextReply(replies.pop(0))
         return TextReply("They talked about work, their mother, running and a dinner.")
 
     return answer
+
+
+def _extracted(body: dict[str, Any], noted: list[tuple[str, str, str]]) -> list[Any]:
+    """What an extraction notes: the next two items, with the person's first message
+    in the prompt as evidence."""
+    prompt = json.dumps(body["messages"])
+    evidence = [int(found) for found in PERSON_MESSAGE.findall(prompt)[:1]]
+    items = [noted.pop(0) for _ in range(2) if noted]
+    return [
+        {
+            "content": content,
+            "category": category,
+            "tier": tier,
+            "importance": 6,
+            "confidence": 0.9,
+            "evidence_message_ids": evidence,
+        }
+        for content, category, tier in items
+    ]
 
 
 async def seed(core: Core) -> None:

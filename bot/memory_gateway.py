@@ -113,6 +113,7 @@ class MemoryServices:
             budget_tokens=self._settings.budget_tokens,
             session_id=session.id,
             with_last_summary=not session.summary,
+            standing_since=session.started_at,
         )
         if assembled.recalled_ids:
             self._recalls += 1

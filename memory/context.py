@@ -51,6 +51,7 @@ GOING_ON = "Going on now and coming up"
 RELEVANT = "Possibly relevant to this message"
 NOTES = "Your notes to self"
 LAST_TIME = "How your last conversation went"
+NEW = "Noted during this conversation"
 STANDING = frozenset({PINNED, ABOUT, NOTES, LAST_TIME})
 """The sections that stay the same from turn to turn unless memory changes."""
 
@@ -118,16 +119,31 @@ def render(sections: Sequence[Section], preamble: str = PREAMBLE) -> str:
     return f"{MEMORY_OPEN}\n{preamble}\n\n{body}\n{MEMORY_CLOSE}"
 
 
-def split_render(kept: Sequence[Section]) -> tuple[str, str]:
+def split_render(kept: Sequence[Section], new_ids: frozenset[int] = frozenset()) -> tuple[str, str]:
     """The standing block (its lines in id order, so ranking never reorders it) and the
-    block for this turn."""
+    block for this turn. Standing lines of `new_ids` (memories noted since the session
+    began) are shown with this turn's instead, so what extraction notes mid-conversation
+    does not change the standing block until the next session."""
     standing = [
-        Section(s.title, tuple(sorted(s.lines, key=lambda line: line.memory_id or 0)))
+        Section(
+            s.title,
+            tuple(
+                sorted(
+                    (line for line in s.lines if line.memory_id not in new_ids),
+                    key=lambda line: line.memory_id or 0,
+                )
+            ),
+        )
         for s in kept
         if s.title in STANDING
     ]
+    noted = tuple(
+        line for s in kept if s.title in STANDING for line in s.lines if line.memory_id in new_ids
+    )
     this_turn = [s for s in kept if s.title not in STANDING]
-    return render(standing), render(this_turn, TURN_PREAMBLE)
+    if noted:
+        this_turn.insert(0, Section(NEW, noted))
+    return render([s for s in standing if s.lines]), render(this_turn, TURN_PREAMBLE)
 
 
 def _inert(text: str) -> str:
@@ -174,6 +190,7 @@ class Standing:
     pinned: bool
     importance: float
     event_at: datetime | None
+    valid_from: datetime | None = None
 
 
 @functools.cache
@@ -184,7 +201,7 @@ def standing_statement() -> Any:
     running it."""
     now = bindparam("now", type_=DateTime(timezone=True))
     columns = (Memory.id, Memory.content, Memory.tier, Memory.pinned, Memory.importance,
-               Memory.event_at)  # fmt: skip
+               Memory.event_at, Memory.valid_from)  # fmt: skip
     live = and_(
         Memory.user_id == bindparam("uid"),
         Memory.valid_until.is_(None),
@@ -303,9 +320,16 @@ async def remembered(
 
 
 def compose(
-    facts: Remembered, found: Sequence[Recalled], *, now: datetime, zone: ZoneInfo, budget: int
+    facts: Remembered,
+    found: Sequence[Recalled],
+    *,
+    now: datetime,
+    zone: ZoneInfo,
+    budget: int,
+    standing_since: datetime | None = None,
 ) -> AssembledContext:
-    """Render what was read and recalled into the memory block, within the budget."""
+    """Render what was read and recalled into the memory block, within the budget;
+    memories valid only since `standing_since` are left out of the standing part."""
     sections = standing_sections(facts.standing, now, zone)
     shown = {r.id for r in facts.standing}
     fresh = [f for f in found if not (f.kind == "memory" and f.id in shown)]
@@ -316,7 +340,14 @@ def compose(
     kept = fit_sections(sections, budget)
     ids = tuple(line.memory_id for s in kept for line in s.lines if line.memory_id is not None)
     recalled = {f.id for f in fresh if f.kind == "memory"}
-    standing, this_turn = split_render(kept)
+    new_ids = frozenset(
+        r.id
+        for r in facts.standing
+        if standing_since is not None
+        and r.valid_from is not None
+        and r.valid_from >= standing_since
+    )
+    standing, this_turn = split_render(kept, new_ids)
     return AssembledContext(
         render(kept), ids, tuple(i for i in ids if i in recalled), standing, this_turn
     )
@@ -334,12 +365,15 @@ async def assemble_context(
     session_id: int | None = None,
     with_last_summary: bool = True,
     last_summary: str | None = None,
+    standing_since: datetime | None = None,
 ) -> AssembledContext:
     """Everything the companion should have in mind for this turn, within the budget.
 
     The reads and recall run side by side. Messages of the current session are left out
     of recall (they are in the turns). How the last closed session went is shown when
     `with_last_summary`, unless the caller passes the `last_summary` to show itself.
+    Memories noted since `standing_since` (the session's start) are shown in the part for
+    this turn, so the standing part stays the same through a conversation.
     """
     zone = _zone(timezone)
     facts, found = await asyncio.gather(
@@ -363,4 +397,6 @@ async def assemble_context(
     )
     if last_summary is not None:
         facts = Remembered(facts.standing, facts.notes_to_self, last_summary)
-    return compose(facts, found, now=now, zone=zone, budget=budget_tokens)
+    return compose(
+        facts, found, now=now, zone=zone, budget=budget_tokens, standing_since=standing_since
+    )

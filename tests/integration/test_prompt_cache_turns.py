@@ -120,3 +120,23 @@ async def test_after_five_quiet_minutes_the_cache_is_written_again(
 
     assert usages[-1]["cache_read_input_tokens"] == 0
     assert usages[-1]["cache_creation_input_tokens"] > 1024
+
+
+async def test_a_memory_noted_mid_conversation_reaches_the_model_without_a_cache_miss(
+    cached_core: Core, strict_api: FakeAnthropicAPI, clock: FakeClock
+) -> None:
+    await converse(cached_core, strict_api, clock, MESSAGES[:2])
+    person = await cached_core.store.ensure_person(
+        platform="console", platform_user_id="alice", chat_id="chat-alice", display_name="Alice"
+    )
+    noted = Candidate("They do a colleague's charting when he leaves early", "fact", "core", 7, 0.9)
+    await cached_core.memories.add(person.id, noted, source="extracted", actor="extraction")
+
+    before, after = (await converse(cached_core, strict_api, clock, MESSAGES[2:3]))[-2:]
+
+    written = before["cache_read_input_tokens"] + before["cache_creation_input_tokens"]
+    assert after["cache_read_input_tokens"] == written
+    system = " ".join(block["text"] for block in strict_api.last_request["system"])
+    context = strict_api.last_request["messages"][-1]["content"][0]["text"]
+    assert noted.content not in system
+    assert "Noted during this conversation" in context and noted.content in context
