@@ -34,6 +34,7 @@ BENCHMARKS = (
     "retrieval_latency",
     "scheduler_scale",
     "load_telegram",
+    "prompt_cache",
 )
 FIGURE = re.compile(r"^figure (\S+) (\S+) (\S+)\s*$", re.MULTILINE)
 

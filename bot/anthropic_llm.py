@@ -1,5 +1,9 @@
 """The `LLM` port on Anthropic's Messages API, with prompt caching and explicit retries.
 
+Prompt caching: breakpoints end the persona (with the tools before it), the standing
+memory, and the history before the last user turn — at most 3 of the API's 4. What
+changes every turn comes after them, in the last user turn.
+
 The SDK's own retries are off: this module decides what to retry (429, 408, 5xx, 529,
 connection errors, timeouts), how long to wait, and translates every SDK error into
 `LLMUnavailable` at the edge.
@@ -16,6 +20,7 @@ from typing import Any
 import structlog
 from anthropic import AnthropicError, APIConnectionError, APIStatusError, AsyncAnthropic, omit
 from anthropic.types import (
+    CacheControlEphemeralParam,
     ContentBlockParam,
     Message,
     MessageParam,
@@ -29,7 +34,7 @@ from anthropic.types import (
 
 from bot import metrics
 from bot.errors import LLMBadOutput, LLMTruncated, LLMUnavailable
-from bot.llm import Completion, LLMRequest, ToolCall, ToolResult, Turn, Usage
+from bot.llm import Completion, LLMRequest, ToolCall, ToolResult, Turn, Usage, last_user_index
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +42,10 @@ Sleep = Callable[[float], Awaitable[None]]
 
 GARBLED = (ValueError, TypeError, AttributeError, KeyError)
 """What parsing a truncated or malformed response body raises (JSON errors are ValueErrors)."""
+
+EPHEMERAL: CacheControlEphemeralParam = {"type": "ephemeral"}
+"""A cache breakpoint with the default 5-minute lifetime (a conversation's turns come
+minutes apart; the 1-hour one costs twice as much to write)."""
 
 CONVERSATION_START = "(The conversation starts.)"
 """Stands in for the user when a conversation opens with the assistant (e.g. a check-in)."""
@@ -162,12 +171,12 @@ def is_retryable(exc: AnthropicError) -> bool:
 
 
 def build_system(request: LLMRequest) -> list[TextBlockParam]:
-    """The stable prefix, marked for caching, then the per-turn part."""
+    """Persona and rules, then the standing memory, each closing a cached prefix (with
+    the tools before them); then the rest of the system text, uncached on its own."""
     blocks: list[TextBlockParam] = []
-    if request.stable_system:
-        blocks.append(
-            {"type": "text", "text": request.stable_system, "cache_control": {"type": "ephemeral"}}
-        )
+    for text in (request.stable_system, request.standing_system):
+        if text:
+            blocks.append({"type": "text", "text": text, "cache_control": EPHEMERAL})
     if request.dynamic_system:
         blocks.append({"type": "text", "text": request.dynamic_system})
     return blocks
@@ -189,12 +198,22 @@ def merge_turns(turns: tuple[Turn, ...]) -> list[Turn]:
 
 
 def build_messages(request: LLMRequest) -> list[MessageParam]:
-    """The conversation, then each tool exchange as tool_use and tool_result messages."""
+    """The conversation, then each tool exchange as tool_use and tool_result messages.
+
+    The message before the last user turn closes the cached prefix of the history (the
+    breakpoint moves with the conversation); the `turn_context` leads the last user
+    turn, after everything cached."""
     turns = merge_turns(request.turns)
     lead_text = ""
     if request.tool_exchange and turns[-1].role == "assistant":
         lead_text = turns.pop().content
     messages = [_text_message(turn) for turn in turns]
+    last_user = last_user_index(turns)
+    if last_user is not None:
+        if last_user > 0:
+            messages[last_user - 1] = _cached(turns[last_user - 1])
+        if request.turn_context:
+            messages[last_user] = _with_context(turns[last_user], request.turn_context)
     for calls, results in request.tool_exchange:
         content: list[ContentBlockParam] = (
             [{"type": "text", "text": lead_text}] if lead_text else []
@@ -238,6 +257,22 @@ def to_completion(message: Message) -> Completion:
         tool_calls=calls,
         stop_reason=message.stop_reason,
     )
+
+
+def _cached(turn: Turn) -> MessageParam:
+    """The turn as one text block that closes a cached prefix."""
+    block: TextBlockParam = {"type": "text", "text": turn.content, "cache_control": EPHEMERAL}
+    if turn.role == "user":
+        return {"role": "user", "content": [block]}
+    return {"role": "assistant", "content": [block]}
+
+
+def _with_context(turn: Turn, context: str) -> MessageParam:
+    """The last user turn led by this turn's context, in a block of its own."""
+    return {
+        "role": "user",
+        "content": [{"type": "text", "text": context}, {"type": "text", "text": turn.content}],
+    }
 
 
 def _text_message(turn: Turn) -> MessageParam:

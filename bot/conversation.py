@@ -7,8 +7,8 @@ the model is down; it then stays in the session and is in context on the next tu
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Protocol
 
 import structlog
@@ -19,7 +19,7 @@ from bot.domain import IncomingMessage, Reply
 from bot.errors import LLMUnavailable
 from bot.llm import LLM, Completion, LLMRequest, ToolCall, ToolResult, ToolSpec
 from bot.logs import bind_person
-from bot.prompting import TurnWindow, dynamic_system
+from bot.prompting import MemoryContext, TurnWindow, session_system, turn_context
 from bot.text import clean_text, estimate_tokens
 from bot.transcript import TIME_NOTES, fit_history
 from bot.turns import TurnLocks
@@ -35,6 +35,9 @@ APOLOGY = (
     "Your message is saved, and I'll have it in mind when you write again."
 )
 MAX_TOOL_ROUNDS = 2
+CONTEXT_STEP_TOKENS = 500
+"""The turn's context is reserved in steps of this size: it changes size every turn,
+and the history's budget should not (where old turns are cut is the cached prefix)."""
 GROUP_NOTE = (
     "This is a group chat: other people read your reply. Do not mention anything personal "
     "you know about the person from private conversations."
@@ -59,8 +62,11 @@ class MemoryGateway(Protocol):
     @property
     def tools(self) -> tuple[ToolSpec, ...]: ...
 
-    async def context_for(self, person: Person, session: ConversationSession, query: str) -> str:
-        """The delimited memory block for this turn ('' when there is nothing)."""
+    async def context_for(
+        self, person: Person, session: ConversationSession, query: str
+    ) -> MemoryContext:
+        """The delimited memory block for this turn, split into its standing part and the
+        part for this message (each '' when there is nothing)."""
         ...
 
     async def run_tool(self, person: Person, message_id: int, call: ToolCall) -> str:
@@ -246,15 +252,7 @@ async def _complete(request: LLMRequest, inbound: Inbound, c: Conversation) -> C
 def _with_exchange(
     request: LLMRequest, exchange: tuple[tuple[tuple[ToolCall, ...], tuple[ToolResult, ...]], ...]
 ) -> LLMRequest:
-    return LLMRequest(
-        role=request.role,
-        stable_system=request.stable_system,
-        turns=request.turns,
-        dynamic_system=request.dynamic_system,
-        tools=request.tools,
-        max_tokens=request.max_tokens,
-        tool_exchange=exchange,
-    )
+    return replace(request, tool_exchange=exchange)
 
 
 async def _build_request(
@@ -263,7 +261,10 @@ async def _build_request(
     """The prompt of a turn, or None when the message was answered meanwhile. The
     history (this session, and the recent past of earlier ones) and the memory block are
     read side by side. In a group, others read the reply: no memory, no summaries of
-    private talk, and only this group's own turns."""
+    private talk, and only this group's own turns.
+
+    In prompt-cache order: persona, standing memory, the session's system part, the
+    turns; the time and the memory for this message lead the last user turn."""
     person, session, private = inbound.person, inbound.session, incoming.is_private
     now = c.clock.now()
     reading = c.store.history(
@@ -274,9 +275,9 @@ async def _build_request(
         since=now - c.config.recent_past,
         with_summaries=private,
     )
-    memory_block = ""
+    memory = MemoryContext()
     if c.memory is not None and private:
-        history, memory_block = await asyncio.gather(
+        history, memory = await asyncio.gather(
             reading, c.memory.context_for(person, session, inbound.message.content)
         )
     else:
@@ -284,12 +285,12 @@ async def _build_request(
     if await _answered(history.current, inbound, c):
         return None
     summary = session.summary if private else ""
-    system = _system(inbound, memory_block, summary, private, now=now)
+    context = turn_context(now=now, timezone=person.timezone, memory=memory.this_turn)
+    fixed = (c.persona, memory.standing, _system(inbound, summary, private), TIME_NOTES)
     budget = (
         c.config.context_tokens
-        - estimate_tokens(c.persona)
-        - estimate_tokens(system)
-        - estimate_tokens(TIME_NOTES)
+        - sum(map(estimate_tokens, fixed))
+        - _rounded_up(estimate_tokens(context), CONTEXT_STEP_TOKENS)
         - c.config.reply_max_tokens
     )
     window = fit_history(
@@ -299,46 +300,43 @@ async def _build_request(
         now=now,
         extracted_through=session.extracted_through,
         running_summary=private and session.summarized_through is not None,
-        shown_elsewhere=memory_block,
+        shown_elsewhere=f"{memory.standing}\n{memory.this_turn}",
     )
     if window.dropped:
         log.info("conversation.turns_dropped", dropped=window.dropped)
     request = LLMRequest(
         role="chat",
         stable_system=c.persona,
-        dynamic_system=_system(inbound, memory_block, summary, private, now=now, window=window),
+        standing_system=memory.standing,
+        dynamic_system=_system(inbound, summary, private, window=window),
         turns=window.turns,
+        turn_context=context,
         tools=c.memory.tools if c.memory is not None and private else (),  # no tools in groups
         max_tokens=c.config.reply_max_tokens,
     )
     return request, window
 
 
+def _rounded_up(tokens: int, step: int) -> int:
+    return -(-tokens // step) * step
+
+
 def _system(
-    inbound: Inbound,
-    memory_block: str,
-    summary: str,
-    private: bool,
-    *,
-    now: datetime,
-    window: TurnWindow | None = None,
+    inbound: Inbound, summary: str, private: bool, *, window: TurnWindow | None = None
 ) -> str:
-    """The per-turn system prompt; with the `window`, its summaries of earlier sessions
-    and the explanation of its time notes."""
+    """The session's system part (it changes between sessions, not between turns); with
+    the `window`, its summaries of earlier sessions and the explanation of its time
+    notes."""
     person = inbound.person
-    system = dynamic_system(
-        now=now,
-        timezone=person.timezone,
+    system = session_system(
         display_name=person.display_name,
-        memory=memory_block,
         summary=summary,
         earlier=window.summaries if window is not None else "",
     )
-    if window is not None and window.timed:
-        system += "\n\n" + TIME_NOTES
+    notes = [TIME_NOTES] if window is not None and window.timed else []
     if not private:
-        system += "\n\n" + GROUP_NOTE
-    return system
+        notes.append(GROUP_NOTE)
+    return "\n\n".join([system, *notes]) if system else "\n\n".join(notes)
 
 
 async def _answered(messages: list[StoredMessage], inbound: Inbound, c: Conversation) -> bool:

@@ -44,21 +44,45 @@ class ToolResult:
 
 @dataclass(frozen=True, slots=True)
 class LLMRequest:
-    """A request to the model.
+    """A request to the model, in prompt-cache order (what repeats first).
 
-    `stable_system` comes first and is cached (persona and rules); `dynamic_system`
-    follows it and changes every turn (memory, summary). `tool_exchange` continues a
-    turn after tool calls: the assistant's calls and our results, in order.
+    `stable_system` (persona and rules) and `standing_system` (the slowly changing
+    memory) are system text, each the end of a cached prefix; `dynamic_system` follows
+    them (summaries, notes) and is cached only as part of the history after it. The
+    turns follow, the last but one closing the cached prefix of the conversation.
+    `turn_context` is what changes every turn (the time, what recall found for this
+    message): it goes after every cached part, into the last user turn, delimited as
+    context (see `with_turn_context`). `tool_exchange` continues a turn after tool
+    calls: the assistant's calls and our results, in order.
     """
 
     role: ModelRole
     stable_system: str
     turns: tuple[Turn, ...]
     dynamic_system: str = ""
+    standing_system: str = ""
+    turn_context: str = ""
     tools: tuple[ToolSpec, ...] = ()
     force_tool: str | None = None
     max_tokens: int = 1024
     tool_exchange: tuple[tuple[tuple[ToolCall, ...], tuple[ToolResult, ...]], ...] = ()
+
+
+def last_user_index(turns: tuple[Turn, ...] | list[Turn]) -> int | None:
+    """Where the last user turn is (None when there is none)."""
+    return next((i for i in range(len(turns) - 1, -1, -1) if turns[i].role == "user"), None)
+
+
+def with_turn_context(turns: tuple[Turn, ...], context: str) -> tuple[Turn, ...]:
+    """The turns with `context` leading the last user turn, for a provider that sends
+    plain text messages (a new user turn when there is none)."""
+    if not context:
+        return turns
+    index = last_user_index(turns)
+    if index is None:
+        return (*turns, Turn("user", context))
+    joined = Turn("user", f"{context}\n\n{turns[index].content}")
+    return (*turns[:index], joined, *turns[index + 1 :])
 
 
 @dataclass(frozen=True, slots=True)

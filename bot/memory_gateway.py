@@ -18,7 +18,7 @@ from bot.domain import Reply
 from bot.llm import LLM, ToolCall, ToolSpec
 from bot.notice_window import NoticeWindow
 from bot.outbound import Outbound
-from bot.prompting import TurnWindow
+from bot.prompting import MemoryContext, TurnWindow
 from bot.working_memory import summarise_session
 from memory.context import assemble_context
 from memory.conversations import SqlConversationStore
@@ -103,8 +103,11 @@ class MemoryServices:
         """Tools the model may call during a private conversation (a group gets none)."""
         return (REMEMBER_TOOL,)
 
-    async def context_for(self, person: Person, session: ConversationSession, query: str) -> str:
-        """The memory block for this turn; the recalls it shows are counted afterwards."""
+    async def context_for(
+        self, person: Person, session: ConversationSession, query: str
+    ) -> MemoryContext:
+        """The memory block for this turn, standing part and this turn's part; the recalls
+        it shows are counted afterwards."""
         now = self._clock.now()
         assembled = await assemble_context(
             self._autocommit,
@@ -116,6 +119,7 @@ class MemoryServices:
             budget_tokens=self._settings.budget_tokens,
             session_id=session.id,
             with_last_summary=not session.summary,
+            standing_since=session.started_at,
         )
         if assembled.recalled_ids:
             self._recalls += 1
@@ -125,7 +129,7 @@ class MemoryServices:
                 ),
                 key=f"recalled:{person.id}:{self._recalls}",
             )
-        return assembled.text
+        return MemoryContext(assembled.standing, assembled.this_turn)
 
     async def run_tool(self, person: Person, message_id: int, call: ToolCall) -> str:
         """Carry out the model's `remember` call; the memory records the turn's messages

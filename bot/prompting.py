@@ -1,5 +1,7 @@
-"""Building what the model sees: the persona (stable, cached), then the dynamic part
-(time, memory, summaries); `bot.transcript` fits the turns in the budget."""
+"""Building what the model sees, in prompt-cache order: the persona (stable), the
+standing memory, the session's system part (name, summaries), the turns (which
+`bot.transcript` fits in the budget), and last the context of this turn (time, what
+recall found) in the last user turn."""
 
 from __future__ import annotations
 
@@ -32,6 +34,34 @@ def load_persona(path: Path | None = None) -> str:
     if path is not None:
         return path.read_text(encoding="utf-8").strip()
     return importlib.resources.files("bot").joinpath("persona.md").read_text("utf-8").strip()
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryContext:
+    """The memory block of a turn in two parts: `standing` stays the same from turn to
+    turn until memory changes (it is cached); `this_turn` changes with the time and the
+    message (it follows every cached part)."""
+
+    standing: str = ""
+    this_turn: str = ""
+
+
+TURN_CONTEXT_OPEN = "<turn_context>"
+TURN_CONTEXT_CLOSE = "</turn_context>"
+
+
+def turn_context(*, now: datetime, timezone: str, memory: str = "") -> str:
+    """What changes every turn, delimited so the model does not take it for the person's
+    words: the local time and the memory for this message."""
+    parts = [
+        "Context for this turn, added by the system (not written by the person):",
+        local_time_line(now, timezone),
+    ]
+    if memory:
+        # Remembered text cannot close the context block and pass for the person's words.
+        parts.append(memory.replace(TURN_CONTEXT_CLOSE, "‹/turn_context›"))
+    body = "\n\n".join(parts)
+    return f"{TURN_CONTEXT_OPEN}\n{body}\n{TURN_CONTEXT_CLOSE}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,14 +98,24 @@ def dynamic_system(
     summary: str,
     earlier: str = "",
 ) -> str:
-    """The per-turn part of the system prompt, each section only when it has content:
-    the time, the memory block, summaries of `earlier` sessions, then the summary of the
-    earlier part of this one."""
+    """A one-off prompt's system part after the persona (a check-in), each section only
+    when it has content: the time, the memory block, then `session_system`."""
     parts = [local_time_line(now, timezone)]
-    if display_name:
-        parts.append(f"The person's display name: {display_name}")
     if memory:
         parts.append(memory)
+    session = session_system(display_name=display_name, summary=summary, earlier=earlier)
+    if session:
+        parts.append(session)
+    return "\n\n".join(parts)
+
+
+def session_system(*, display_name: str | None, summary: str, earlier: str = "") -> str:
+    """The system part of a conversation that changes only between sessions or when the
+    session is folded: the display name, summaries of `earlier` sessions, then the
+    summary of the earlier part of this one ('' when there is nothing)."""
+    parts = []
+    if display_name:
+        parts.append(f"The person's display name: {display_name}")
     if earlier:
         parts.append(earlier)
     if summary:

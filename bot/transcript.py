@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 from bot.llm import Turn
@@ -28,6 +29,7 @@ GAP_NOTE_AFTER = timedelta(hours=1)
 NEXT_DAY_AFTER = timedelta(hours=6)
 """A pause over midnight shorter than this is counted in hours, not as 'the next day'."""
 TURN_TOKENS = 4
+ROOM_STEPS = 12
 SUMMARY_TOKENS = 12
 SUMMARIES_OPEN = "<earlier_conversations>"
 SUMMARIES_CLOSE = "</earlier_conversations>"
@@ -79,13 +81,22 @@ def timed_turns(
 ) -> tuple[tuple[Turn, ...], bool]:
     """The messages as turns, in the order given, with time notes; and whether any note
     was added. A note goes at the start of the person's message, or in a user turn of its
-    own before the companion's."""
+    own before the companion's. The notes depend only on the messages (the opening one
+    is dated when a pause is marked), so a turn's text stays the same from one prompt to
+    the next and the cached prefix of the conversation holds."""
     turns: list[Turn] = []
+    notes = [
+        time_note(before.created_at, message.created_at, zone, now)
+        for before, message in pairwise(messages)
+    ]
+    if any(notes):
+        # The opening message is dated only once a pause is marked: it must not change
+        # between turns merely because time passed (that would break the prompt cache).
+        notes.insert(0, f"[{stamp(messages[0].created_at, zone, now)}]")
+    else:
+        notes.insert(0, None)
     timed = False
-    previous: datetime | None = None
-    for message in messages:
-        note = time_note(previous, message.created_at, zone, now)
-        previous = message.created_at
+    for message, note in zip(messages, notes, strict=False):
         if message.role == "user":
             content = f"{note} {message.content}" if note else message.content
             turns.append(Turn("user", content))
@@ -114,7 +125,7 @@ def fit_history(
     `shown_elsewhere`). Flags a summary of the current session past 80% of the budget."""
     visible = in_reply_order([m for m in history.current if m.status not in HIDDEN_STATUSES])
     kept = newest_within(visible, budget_tokens, keep_one=True)
-    room = budget_tokens - _cost(kept)
+    room = settled_room(budget_tokens - _cost(kept), budget_tokens)
     earlier, digests = fit_earlier(
         [m for m in history.earlier if m.status not in HIDDEN_STATUSES],
         [d for d in history.digests if not _contains(shown_elsewhere, d.summary)],
@@ -136,6 +147,15 @@ def fit_history(
         summaries=summaries_section(digests, zone=zone, now=now),
         timed=timed,
     )
+
+
+def settled_room(room: int, budget_tokens: int) -> int:
+    """The room left for earlier sessions, rounded down to a twelfth of the budget, so
+    where their turns are cut moves only every few turns, not on every one: each cut
+    changes the start of the transcript, and so the whole cached prefix of the
+    conversation."""
+    step = max(1, budget_tokens // ROOM_STEPS)
+    return max(0, room - room % step)
 
 
 def fit_earlier(

@@ -21,6 +21,8 @@ API_KEY = "sk-ant-test-key"
 BACKOFF = 0.01
 MAX_RETRY_AFTER = 5.0
 PERSONA = "You are Mira, a warm companion. " * 20
+LONG_PERSONA = "You are Mira, a warm companion who listens closely. " * 90
+"""About 1,150 tokens: past the 1,024-token minimum the fake caches for this model."""
 REMEMBER = ToolSpec(
     name="remember",
     description="Save a fact about the person.",
@@ -76,7 +78,8 @@ def make_llm(base_url: str, sleep: RecordedSleeps, **overrides: Any) -> Anthropi
 def ask(text: str = "How are you?", **fields: Any) -> LLMRequest:
     """A chat request with the persona as the stable system prompt."""
     fields.setdefault("role", "chat")
-    return LLMRequest(stable_system=PERSONA, turns=(Turn("user", text),), **fields)
+    fields.setdefault("stable_system", PERSONA)
+    return LLMRequest(turns=(Turn("user", text),), **fields)
 
 
 # Answers
@@ -113,11 +116,11 @@ async def test_a_reply_cut_at_max_tokens_is_still_an_answer(
 async def test_the_stable_system_prompt_is_cached_and_read_back(
     llm: AnthropicLLM, fake: FakeAnthropicAPI
 ) -> None:
-    first = await llm.complete(ask(dynamic_system="It is Monday."))
-    second = await llm.complete(ask(dynamic_system="It is Tuesday."))
+    first = await llm.complete(ask(dynamic_system="It is Monday.", stable_system=LONG_PERSONA))
+    second = await llm.complete(ask(dynamic_system="It is Tuesday.", stable_system=LONG_PERSONA))
 
     assert fake.requests[0]["system"] == [
-        {"type": "text", "text": PERSONA, "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": LONG_PERSONA, "cache_control": {"type": "ephemeral"}},
         {"type": "text", "text": "It is Monday."},
     ]
     assert first.usage.cache_write_tokens > 0
@@ -165,7 +168,16 @@ async def test_turns_are_merged_to_alternate_and_start_with_the_user(
         {"role": "user", "content": CONVERSATION_START},
         {"role": "assistant", "content": "Morning! How did the interview go?"},
         {"role": "user", "content": "It went well.\n\nThey call back Friday."},
-        {"role": "assistant", "content": "That's great.\n\nFingers crossed!"},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "That's great.\n\nFingers crossed!",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+        },
         {"role": "user", "content": "Thanks"},
     ]
 

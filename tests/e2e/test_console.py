@@ -207,7 +207,8 @@ async def test_remember_see_forget_by_number_and_export_in_the_terminal(
     assert "m1 · my cat is called Miso" in out and "  [1] 🗑 m1\n  [2] 📌 m1" in out
     assert "companion> Forgotten: “my cat is called Miso” (m1)." in out
     assert "companion> One what?" in out and "Undone" not in out
-    assert [m["content"] for m in fake.requests[-1]["messages"]][-1] == "1"
+    # The person's words close the prompt, after the turn's context block.
+    assert fake.requests[-1]["messages"][-1]["content"][-1] == {"type": "text", "text": "1"}
     export, data = _the_export(tmp_path)
     assert f"(saved {export})" in out
     assert [(m["content"], m["status"]) for m in data["memories"]] == [

@@ -24,7 +24,7 @@ from bot.bootstrap import Core
 from bot.domain import IncomingMessage, Reply
 from bot.llm import LLMRequest
 from memory.tables import Message
-from tests.fakes.chat_llm import ScriptedLLM, text
+from tests.fakes.chat_llm import ScriptedLLM, context_text, text
 from tests.fakes.discord_api import (
     GUILD_CHANNEL_ID,
     TOKEN,
@@ -90,7 +90,7 @@ def last_chat_prompt(llm: ScriptedLLM) -> str:
     """Everything the model saw in the last conversation turn."""
     request = chat_requests(llm)[-1]
     turns = "\n".join(f"{turn.role}: {turn.content}" for turn in request.turns)
-    return f"{request.dynamic_system}\n{turns}"
+    return f"{context_text(request)}\n{turns}"
 
 
 async def stored(core: Core, role: str = "user") -> list[Message]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import inspect
 import json
 import re
+import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -22,6 +22,8 @@ from types import TracebackType
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.prompt_cache import TTL_SECONDS, PromptCache, is_breakpoint, prompt_blocks, ttl_of
 
 DEFAULT_REPLY = "Hello from the fake model."
 ERROR_TYPES = {
@@ -86,13 +88,21 @@ def _default_responder(body: dict[str, Any]) -> Step:
 class FakeAnthropicAPI:
     """The Messages API on 127.0.0.1; `base_url` goes to the client's `base_url`."""
 
-    def __init__(self, *, api_key: str | None = None, responder: Responder | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        responder: Responder | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.api_key = api_key
         self.responder: Responder = responder or _default_responder
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
         self._script: deque[Step] = deque()
-        self._cache: set[str] = set()
+        self.cache = PromptCache(clock)
+        self.usages: list[tuple[str, dict[str, Any]]] = []
+        """(model, usage) of every answered request, in order."""
         self._runner: web.AppRunner | None = None
         self._closing = asyncio.Event()
         self._port = 0
@@ -238,60 +248,12 @@ class FakeAnthropicAPI:
             "usage": self._usage(body, content),
         }
 
-    def _usage(self, body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
-        """Token counts (4 characters a token), with the cached prefix read or written."""
-        segments = _segments(body)
-        marked = [i for i, (_, cached) in enumerate(segments) if cached]
-        end = marked[-1] + 1 if marked else 0
-        prefix = "".join(text for text, _ in segments[:end])
-        rest = "".join(text for text, _ in segments[end:])
-        created = read = 0
-        if prefix:
-            key = hashlib.sha256(f"{body['model']}\0{prefix}".encode()).hexdigest()
-            if key in self._cache:
-                read = _tokens(prefix)
-            else:
-                created = _tokens(prefix)
-                self._cache.add(key)
-        return {
-            "input_tokens": _tokens(rest),
-            "output_tokens": _tokens(json.dumps(content)),
-            "cache_creation_input_tokens": created,
-            "cache_read_input_tokens": read,
-        }
-
-
-def _segments(body: dict[str, Any]) -> list[tuple[str, bool]]:
-    """The prompt in cache order as (block JSON without cache_control, is a breakpoint)."""
-    return [
-        (json.dumps(_without_cache_control(block), sort_keys=True), _is_breakpoint(block))
-        for block in _prompt_blocks(body)
-    ]
-
-
-def _prompt_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """Tools, system blocks and message blocks in cache order; strings as text blocks."""
-    blocks: list[dict[str, Any]] = list(body.get("tools") or [])
-    blocks.extend(_as_blocks(body.get("system")))
-    for message in body["messages"]:
-        blocks.extend(_as_blocks(message["content"]))
-    return blocks
-
-
-def _as_blocks(content: Any) -> list[dict[str, Any]]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return list(content)
-
-
-def _is_breakpoint(block: dict[str, Any]) -> bool:
-    return block.get("cache_control") is not None
-
-
-def _without_cache_control(block: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in block.items() if key != "cache_control"}
+    def _usage(self, body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, Any]:
+        """Token counts with the prompt cache read and written under the real rules."""
+        usage = self.cache.usage(body).as_json()
+        usage["output_tokens"] = max(1, len(json.dumps(content)) // 4)
+        self.usages.append((str(body["model"]), usage))
+        return usage
 
 
 def _api_key(request: web.Request) -> str | None:
@@ -300,10 +262,6 @@ def _api_key(request: web.Request) -> str | None:
     if bearer.lower().startswith("bearer "):
         return bearer[len("bearer ") :].strip() or None
     return request.headers.get("x-api-key") or None
-
-
-def _tokens(text: str) -> int:
-    return max(1, len(text) // 4) if text else 0
 
 
 def _request_id() -> dict[str, str]:
@@ -467,13 +425,24 @@ def _block_ids(message: dict[str, Any], kind: str, key: str) -> list[str]:
 
 
 def _check_cache(body: dict[str, Any]) -> str | None:
-    marked = [block["cache_control"] for block in _prompt_blocks(body) if _is_breakpoint(block)]
+    marked = [block for block in prompt_blocks(body) if is_breakpoint(block)]
     if len(marked) > MAX_CACHE_BREAKPOINTS:
         return (
             f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. "
             f"Found {len(marked)}."
         )
-    for control in marked:
+    ttls = []
+    for block in marked:
+        control = block["cache_control"]
         if not isinstance(control, dict) or control.get("type") != "ephemeral":
             return "cache_control.type: Input should be 'ephemeral'"
+        if ttl_of(block) not in TTL_SECONDS:
+            return "cache_control.ephemeral.ttl: Input should be '5m' or '1h'"
+        ttls.append(ttl_of(block))
+    if "1h" in ttls and "5m" in ttls[: len(ttls) - ttls[::-1].index("1h")]:
+        return (
+            "a ttl='1h' cache_control block must not come after a ttl='5m' cache_control "
+            "block. Note that blocks are processed in the following order: `tools`, "
+            "`system`, `messages`."
+        )
     return None

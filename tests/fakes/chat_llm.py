@@ -12,6 +12,18 @@ Responder = Callable[[LLMRequest], Completion]
 ToolResponder = Callable[[LLMRequest], dict[str, object]]
 
 
+def context_text(request: LLMRequest) -> str:
+    """Everything the model sees around the turns: the system parts and the context that
+    leads the last user turn."""
+    parts = (request.stable_system, request.standing_system, request.dynamic_system)
+    return "\n".join((*parts, request.turn_context))
+
+
+def prompt_text(request: LLMRequest, turns: str) -> str:
+    """The whole prompt as one string, given its turns rendered."""
+    return f"{context_text(request)}\n{turns}"
+
+
 def text(reply: str) -> Completion:
     """A plain text completion."""
     return Completion(text=reply, model="fake-chat", usage=Usage(10, 5))
@@ -80,4 +92,4 @@ class ScriptedLLM:
         """Everything the model saw in the last request, as one string."""
         request = self.chat_requests[-1]
         turns = "\n".join(f"{turn.role}: {turn.content}" for turn in request.turns)
-        return f"{request.stable_system}\n{request.dynamic_system}\n{turns}"
+        return prompt_text(request, turns)

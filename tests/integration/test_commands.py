@@ -14,7 +14,7 @@ from bot.commands.router import STALE_BUTTON
 from bot.domain import ButtonPress, IncomingMessage, Reply
 from memory.tables import Memory, MemoryEvent, User
 from tests.conftest import FakeClock
-from tests.fakes.chat_llm import ScriptedLLM
+from tests.fakes.chat_llm import ScriptedLLM, context_text
 
 
 def says(text: str, user: str = "alice") -> IncomingMessage:
@@ -86,7 +86,7 @@ async def test_forget_by_id_removes_it_from_the_next_prompt_and_can_be_undone(
 ) -> None:
     await remember(core, "my ex is called Tom")
     await run(core, "hi")
-    assert "Tom" in scripted_llm.chat_requests[-1].dynamic_system
+    assert "Tom" in context_text(scripted_llm.chat_requests[-1])
     reply = await run(core, "/forget m1")
     assert "Forgotten" in reply.text and labels(reply) == ["↩ Undo"]
     await run(core, "hello again")
@@ -96,7 +96,7 @@ async def test_forget_by_id_removes_it_from_the_next_prompt_and_can_be_undone(
     undone = await press(core, reply, "↩ Undo")
     assert "back" in undone.text
     await run(core, "and now?")
-    assert "Tom" in scripted_llm.chat_requests[-1].dynamic_system
+    assert "Tom" in context_text(scripted_llm.chat_requests[-1])
     async with db() as s:
         events = await s.scalars(select(MemoryEvent).order_by(MemoryEvent.id))
         actions = [e.action for e in events]

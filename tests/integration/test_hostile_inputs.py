@@ -19,7 +19,7 @@ from bot.commands.router import STALE_BUTTON
 from bot.conversation import EMPTY_REPLY
 from bot.domain import ButtonPress, IncomingMessage, Reply
 from memory.erasure import person_tables
-from tests.fakes.chat_llm import ScriptedLLM, tool_call
+from tests.fakes.chat_llm import ScriptedLLM, context_text, tool_call
 from tests.fakes.chat_llm import text as completion
 
 CORPUS: dict[str, Any] = json.loads(
@@ -130,8 +130,8 @@ async def test_every_hostile_message_gets_a_clear_reply_and_touches_nobody_else(
 
     assert problems == []
     assert await snapshot(core, alice_id) == before
-    mallorys = [r for r in scripted_llm.chat_requests if "name: Mallory" in r.dynamic_system]
-    prompts = "\n".join(r.dynamic_system + str(r.turns) for r in mallorys)
+    mallorys = [r for r in scripted_llm.chat_requests if "name: Mallory" in context_text(r)]
+    prompts = "\n".join(context_text(r) + str(r.turns) for r in mallorys)
     assert mallorys and not any(secret in prompts for secret in ALICE_SECRETS)
 
 

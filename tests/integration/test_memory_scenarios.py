@@ -17,7 +17,7 @@ from memory.ports import Vector
 from memory.retrieval import recall
 from memory.tables import Memory, Message
 from tests.conftest import FakeClock
-from tests.fakes.chat_llm import ScriptedLLM
+from tests.fakes.chat_llm import ScriptedLLM, context_text
 from tests.fakes.extractor import RuleExtractor
 from tests.support.timezone_question import plain
 
@@ -47,7 +47,7 @@ async def _rows(db: async_sessionmaker[AsyncSession]) -> list[Memory]:
 
 
 def _memory_block(llm: ScriptedLLM) -> str:
-    return llm.chat_requests[-1].dynamic_system
+    return context_text(llm.chat_requests[-1])
 
 
 async def test_a_fact_from_one_session_is_in_the_prompt_of_a_later_one(
@@ -176,7 +176,7 @@ async def test_forgotten_words_never_come_back_through_recall(
         await _turn(core, probe)
         prompt = scripted_llm.last_prompt_text()
         assert "lupus" not in prompt
-        assert "diagnosed with lupus" not in scripted_llm.chat_requests[-1].dynamic_system
+        assert "diagnosed with lupus" not in context_text(scripted_llm.chat_requests[-1])
 
 
 async def test_one_persons_memories_never_reach_another(
@@ -283,11 +283,12 @@ async def test_in_a_group_nothing_personal_reaches_the_prompt(
     )
     await core.router.handle(group)
     request = scripted_llm.chat_requests[-1]
-    assert "diabetes" not in request.dynamic_system and "<memory>" not in request.dynamic_system
-    assert "group chat" in request.dynamic_system
+    shown = "\n".join((request.standing_system, request.dynamic_system, request.turn_context))
+    assert "diabetes" not in shown and "<memory>" not in shown
+    assert "group chat" in context_text(request)
     assert [t.content for t in request.turns] == ["hey everyone, what's a good film?"]
     await _turn(core, "back in private")
-    assert "diabetes" in scripted_llm.chat_requests[-1].dynamic_system
+    assert "diabetes" in context_text(scripted_llm.chat_requests[-1])
 
 
 async def test_a_long_session_is_folded_into_a_running_summary(
@@ -309,7 +310,7 @@ async def test_a_long_session_is_folded_into_a_running_summary(
     assert summaries, "the session passed 80% of its budget but was not summarised"
     await _turn(core, "and the peppers?")
     last = scripted_llm.chat_requests[-1]
-    assert "<summary>" in last.dynamic_system and "tomato harvest" in last.dynamic_system
+    assert "<summary>" in context_text(last) and "tomato harvest" in context_text(last)
     assert not any(t.content.startswith("part 0:") for t in last.turns)
     async with db() as s:
         stored = await s.scalar(select(func.count()).select_from(Message))

@@ -134,8 +134,12 @@ async def live_core(
     tmp_path: Path,
     anthropic_api: FakeAnthropicAPI,
 ) -> AsyncIterator[Core]:
-    """A core whose model is the real `AnthropicLLM` talking to the loopback API."""
+    """A core whose model is the real `AnthropicLLM` talking to the loopback API, with a
+    persona long enough (over 1,024 tokens) for the API to cache it on its own."""
+    persona = tmp_path / "persona.md"
+    persona.write_text("You are Mira, a warm companion who listens closely. " * 90)
     settings = Settings(
+        persona_file=persona,
         database_url=database_url,
         data_dir=tmp_path,
         anthropic_api_key="sk-ant-ops-test",  # type: ignore[arg-type]

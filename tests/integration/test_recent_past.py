@@ -22,7 +22,7 @@ from memory.session_summary import summarise_closed_session
 from memory.tables import Message, Session
 from scheduler.checkins import minute_tick
 from tests.conftest import FakeClock
-from tests.fakes.chat_llm import ScriptedLLM, text
+from tests.fakes.chat_llm import ScriptedLLM, context_text, text
 from tests.fakes.llm import FakeToolCaller
 from tests.integration.conftest import says
 from tests.integration.test_scheduler_support import (
@@ -85,7 +85,7 @@ async def test_a_conversation_resumed_two_hours_later_shows_what_was_said_before
         ("assistant", "Good luck with the dentist!"),
         ("user", "— 2 hours later —\n[Mon 12:05] back, it was fine"),
     ]
-    assert TIME_NOTES in llm.chat_requests[-1].dynamic_system
+    assert TIME_NOTES in context_text(llm.chat_requests[-1])
     # Sessions still bound extraction: the first one closed and is due for it.
     first, second = await sessions_of(db)
     assert first.closed_at is not None and first.extraction_due and second.closed_at is None
@@ -195,7 +195,7 @@ async def test_an_older_session_that_does_not_fit_is_shown_by_its_summary(
     assert (
         "<earlier_conversations>\n"
         "- Mon 19:00–19:02: They told the long story of moving to Aarhus.\n"
-        "</earlier_conversations>" in request.dynamic_system
+        "</earlier_conversations>" in context_text(request)
     )
 
 
@@ -227,7 +227,7 @@ async def test_a_session_with_a_running_summary_shows_earlier_ones_only_as_summa
     request = llm.chat_requests[-1]
     contents = [t.content for t in request.turns]
     assert contents == ["my boss wants the report friday", "Tell me more.", "any advice?"]
-    system = request.dynamic_system
+    system = context_text(request)
     tulips = system.index("They talked about the tulips in their garden.")
     assert tulips < system.index("They started talking about work.")
 

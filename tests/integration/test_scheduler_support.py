@@ -17,7 +17,7 @@ from bot.timing import next_checkin
 from memory.items import Candidate, MemoryItem
 from memory.tables import Identity, Outreach, User
 from scheduler.deps import SchedulerConfig, SchedulerDeps, deps_from
-from tests.fakes.chat_llm import ScriptedLLM
+from tests.fakes.chat_llm import ScriptedLLM, prompt_text
 from tests.fakes.delivery import RecordingDelivery
 
 CONFIG = SchedulerConfig(llm_steps=True, concurrency=4)
@@ -45,7 +45,7 @@ class Drafts:
 
     def __call__(self, request: LLMRequest) -> dict[str, object]:
         turns = "\n".join(t.content for t in request.turns)
-        self.prompts.append(f"{request.stable_system}\n{request.dynamic_system}\n{turns}")
+        self.prompts.append(prompt_text(request, turns))
         return {"send": self.send, "message": self.message}
 
 

@@ -27,7 +27,7 @@ from memory.session_summary import SUMMARY_TOOL, summarise_closed_session
 from memory.tables import Message, User
 from memory.tables import Session as SessionRow
 from tests.conftest import FakeClock
-from tests.fakes.chat_llm import ScriptedLLM
+from tests.fakes.chat_llm import ScriptedLLM, context_text
 from tests.fakes.llm import FakeToolCaller
 
 Db = async_sessionmaker[AsyncSession]
@@ -118,14 +118,14 @@ async def test_the_next_sessions_prompt_says_how_the_last_one_went(
     said = IncomingMessage("console", "alice", "my manager tore my report apart today", "c")
     await core.router.handle(said)
     await core.background.drain()
-    assert "How your last conversation went" not in scripted_llm.chat_requests[-1].dynamic_system
+    assert "How your last conversation went" not in context_text(scripted_llm.chat_requests[-1])
 
     clock.advance(hours=2)  # idle: the sweep closes the session and extracts it
     await core.memory.sweep(idle_gap=IDLE)
     await core.background.drain()
     await core.router.handle(IncomingMessage("console", "alice", "hey, me again", "c"))
 
-    block = scripted_llm.chat_requests[-1].dynamic_system
+    block = context_text(scripted_llm.chat_requests[-1])
     assert (
         "## How your last conversation went\n"
         "- They vented about a harsh review from their manager; drained." in block

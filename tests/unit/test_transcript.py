@@ -5,6 +5,7 @@ summaries fit the budget."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -276,3 +277,34 @@ def test_only_the_current_session_counts_towards_its_running_summary_and_extract
     assert not window.needs_summary  # earlier sessions are never folded into this one
     assert window.unextracted == 1 and window.last_user_message_id == 10
     assert 0 < window.earlier_turns < 8 and window.dropped == 0
+
+
+def test_the_turns_keep_their_text_as_time_passes() -> None:
+    """The cached prefix of a conversation holds only if no turn's text changes merely
+    because time passed (the opening message is dated once a pause is marked)."""
+    messages = [msg(1, "hi", at(0)), msg(2, "hello!", at(0.01), "assistant"), msg(3, "so", at(0.2))]
+    assert timed_turns(messages, zone=CPH, now=at(0.3)) == timed_turns(
+        messages, zone=CPH, now=at(5)
+    )
+
+
+def test_earlier_turns_are_cut_in_steps_so_the_start_of_the_transcript_holds() -> None:
+    """As today's session grows into a full budget, yesterday's turns leave the prompt a
+    few at a time, so the start of the transcript (and the cached prefix) changes only
+    every few turns."""
+    earlier = [
+        msg(i, f"yesterday's message {i}, a few words long", at(i * 0.01), "user" if i % 2 else
+            "assistant", session=1)
+        for i in range(1, 80)
+    ]  # fmt: skip
+    openings = []
+    for n in range(2, 40, 2):
+        current = [
+            msg(100 + j, f"today's message {j}, also a few words", at(30 + j * 0.01),
+                "user" if j % 2 == 0 else "assistant", session=2)
+            for j in range(n + 1)
+        ]  # fmt: skip
+        window = fit_history(History(current, earlier, []), 1200, timezone="UTC", now=at(31))
+        openings.append(window.turns[0])
+    changes = sum(1 for a, b in pairwise(openings) if a != b)
+    assert 0 < changes <= len(openings) // 3
