@@ -100,6 +100,7 @@ class OpenAILLM:
         self._models = {"chat": chat_model, "fast": fast_model}
         self._modes: dict[str, Mode] = {}
         self._without_tools: set[str] = set()
+        self._completion_tokens: set[str] = set()
         self._max_retries = max_retries
         self._backoff = backoff_seconds
         self._max_backoff = max_backoff_seconds
@@ -204,6 +205,11 @@ class OpenAILLM:
             except NETWORK as exc:
                 if refusable is not None and refused(exc, refusable):
                     raise FeatureRefused(refusable, str(exc)) from exc
+                if model not in self._completion_tokens and wants_completion_tokens(exc):
+                    # OpenAI's reasoning models take only the newer name of the limit.
+                    self._completion_tokens.add(model)
+                    log.info("llm.limit_parameter", model=model, name="max_completion_tokens")
+                    continue
                 attempt += 1
                 delay = self._delay_or_raise(exc, attempt, model)
             await self._sleep(delay)
@@ -214,10 +220,11 @@ class OpenAILLM:
         # Our messages and options are plain dicts in the API's shape (typed against the
         # SDK's TypedDicts they would tie this module to one SDK release's type names).
         create: Any = self._client.chat.completions.create
+        limit = "max_completion_tokens" if model in self._completion_tokens else "max_tokens"
         stream: AsyncStream[ChatCompletionChunk] = await create(
             model=model,
             messages=messages,
-            max_tokens=max_tokens,
+            **{limit: max_tokens},
             stream=True,
             stream_options={"include_usage": True},
             **options,
@@ -267,6 +274,15 @@ def is_retryable(exc: Exception) -> bool:
     if isinstance(exc, APIStatusError):
         return exc.status_code in (408, 409, 429) or exc.status_code >= 500
     return isinstance(exc, (APIConnectionError, *STREAM_BREAKS))
+
+
+def wants_completion_tokens(exc: Exception) -> bool:
+    """Whether the server refused `max_tokens` and asks for `max_completion_tokens`."""
+    return (
+        isinstance(exc, APIStatusError)
+        and exc.status_code == 400
+        and "max_completion_tokens" in exc.message
+    )
 
 
 def _forced_spec(request: LLMRequest) -> ToolSpec:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import openai
 import pytest
 import structlog
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.bootstrap import build_core, build_embedder_from, build_llm
 from bot.config import Settings, is_local_url
@@ -23,9 +24,17 @@ from bot.llm import LLMRequest, ToolCall, ToolResult, ToolSpec, Turn
 from bot.llm_tools import LLMToolCaller
 from bot.openai_llm import OpenAILLM
 from bot.openai_messages import CONVERSATION_START
-from memory.embeddings import EmbeddingRejected, EmbeddingUnavailable, RecentEmbeddings
-from memory.errors import AnswerTruncated
+from memory.conversations import SqlConversationStore
+from memory.embedder_identity import check_embedder, column_width
+from memory.embeddings import (
+    EmbeddingRejected,
+    EmbeddingUnavailable,
+    RecentEmbeddings,
+    WordLlamaEmbedder,
+)
+from memory.errors import AnswerTruncated, EmbedderMismatch
 from memory.openai_embeddings import OpenAICompatibleEmbedder
+from memory.reembed import reembed
 from memory.tables import Message
 from tests.conftest import FakeClock
 from tests.fakes.openai_api import FakeOpenAIAPI, ModelTraits, TextReply
@@ -52,6 +61,7 @@ MODELS = {
     FAST: ModelTraits(),
     NO_TOOLS: ModelTraits(tools=False),
     PLAIN: ModelTraits(tools=False, response_format=False),
+    "o4-mini": ModelTraits(max_tokens=False),
     "nomic-embed-text": ModelTraits(embedding_dimensions=False),
     "text-embedding-3-small": ModelTraits(embedding_dim=1536),
 }
@@ -188,6 +198,20 @@ async def test_turns_are_merged_to_alternate_and_start_with_the_user(
         {"role": "assistant", "content": "That's great."},
         {"role": "user", "content": "Thanks"},
     ]
+
+
+async def test_a_model_that_takes_only_max_completion_tokens_gets_it_from_then_on(
+    fake: FakeOpenAIAPI, sleeps: RecordedSleeps
+) -> None:
+    llm = make_llm(fake.base_url, sleeps, chat_model="o4-mini")
+
+    await llm.complete(ask(max_tokens=300))
+    await llm.complete(ask(max_tokens=300))
+    await llm.aclose()
+
+    limits = [(b.get("max_tokens"), b.get("max_completion_tokens")) for b in fake.requests]
+    assert limits == [(300, None), (None, 300), (None, 300)]
+    assert sleeps == []
 
 
 async def test_a_slow_first_token_within_the_timeout_is_waited_for(
@@ -712,3 +736,52 @@ async def test_tool_call_ids_round_trip_when_a_tool_result_follows(
     said = fake.last_request["messages"][2]
     assert said["content"] == "Let me note that."
     assert said["tool_calls"][0]["id"] == "call_1"
+
+
+@pytest.fixture
+async def restore_width(engine: AsyncEngine) -> AsyncIterator[None]:
+    """Put the vector columns back to the session's width (256) afterwards, and forget
+    the embedder re-embedding recorded."""
+    yield
+    async with engine.begin() as conn:
+        for table in ("messages", "memories"):
+            await conn.exec_driver_sql(
+                f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector(256) USING NULL"
+            )
+        await conn.exec_driver_sql("DELETE FROM embedder_identity")
+
+
+async def test_switching_to_the_openai_embedder_needs_and_gets_a_reembed(
+    fake: FakeOpenAIAPI,
+    db: async_sessionmaker[AsyncSession],
+    clock: FakeClock,
+    restore_width: None,
+) -> None:
+    old = WordLlamaEmbedder(256)
+    await check_embedder(db, old)
+    store = SqlConversationStore(db, old)
+    for i, line in enumerate(["I adopted a kitten", "The kitten is called Miso"]):
+        await store.record_inbound(
+            platform="console",
+            platform_user_id="alice",
+            chat_id="c",
+            display_name="Alice",
+            text=line,
+            platform_message_id=str(i),
+            now=clock.now() + timedelta(seconds=i),
+            idle_gap=timedelta(minutes=30),
+        )
+    new = OpenAICompatibleEmbedder("nomic-embed-text", 768, fake.base_url)
+
+    with pytest.raises(EmbedderMismatch):
+        await check_embedder(db, new)
+    count = await reembed(db, new, batch_size=1)
+    spec = await check_embedder(db, new)
+    await new.aclose()
+
+    assert count == 2
+    assert (spec.name, spec.dim) == ("openai-nomic-embed-text-768", 768)
+    async with db() as session:
+        assert await column_width(session, "messages") == 768
+    embedded = [body["input"] for body in fake.embedding_requests]
+    assert embedded == [["I adopted a kitten"], ["The kitten is called Miso"]]

@@ -43,6 +43,7 @@ class ModelTraits:
     response_format: bool = True
     embedding_dim: int = EMBEDDING_DIM
     embedding_dimensions: bool = True  # honours `dimensions` (Matryoshka models)
+    max_tokens: bool = True  # False: only `max_completion_tokens` (OpenAI's o-series)
 
 
 @dataclass(frozen=True)
@@ -262,6 +263,12 @@ class FakeOpenAIAPI:
             # Ollama's words for a model whose template has no tools.
             message = f"registry.ollama.ai/library/{body['model']} does not support tools"
             return ErrorReply(400, message, "api_error")
+        if "max_tokens" in body and not traits.max_tokens:
+            message = (
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead."
+            )
+            return ErrorReply(400, message, "invalid_request_error", "unsupported_parameter")
         response_format = body.get("response_format")
         if response_format and not traits.response_format:
             kind = response_format.get("type") if isinstance(response_format, dict) else "?"
