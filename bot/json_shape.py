@@ -78,9 +78,3 @@ def _has_type(value: Any, expected: str | list[str]) -> bool:
 def _type_words(expected: str | list[str]) -> str:
     names = [expected] if isinstance(expected, str) else expected
     return " or ".join(f"{'an' if n[0] in 'aeiou' else 'a'} {n}" for n in names)
-
-
-def schema_outline(schema: dict[str, Any]) -> str:
-    """A short reminder of the required top-level keys, for a repair request."""
-    required = schema.get("required") or []
-    return ", ".join(str(name) for name in required) or "(none)"
