@@ -709,7 +709,7 @@ async def test_embedding_errors_are_translated(fake: FakeOpenAIAPI) -> None:
     await embedder.aclose()
 
 
-def test_the_embedding_provider_setting_builds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_embedding_provider_setting_builds_it() -> None:
     settings = Settings(
         embedding_provider="openai",
         embedding_dim=768,
