@@ -32,25 +32,16 @@ from openai.types.chat import ChatCompletionChunk
 from bot import metrics
 from bot.errors import LLMBadOutput, LLMTruncated, LLMUnavailable
 from bot.llm import Completion, LLMRequest, ToolCall, ToolSpec, Usage
-from bot.openai_messages import (
-    Message,
-    StreamedAnswer,
-    assistant_calls,
-    build_messages,
-    build_tools,
-)
+from bot.openai_messages import Message, StreamedAnswer, build_messages, build_tools
 from bot.openai_structured import (
     NEXT_MODE,
     FeatureRefused,
     Mode,
-    Parsed,
-    echo,
     instruction,
-    parse_arguments,
-    parse_text,
+    parse_answer,
     refused,
-    repair_request,
-    response_format,
+    repair_messages,
+    structured_options,
 )
 
 log = structlog.get_logger(__name__)
@@ -172,7 +163,7 @@ class OpenAILLM:
     ) -> Completion:
         extra = "" if mode == "tools" else instruction(tool)
         messages = build_messages(request, extra_system=extra)
-        options = _structured_options(mode, request, tool)
+        options = structured_options(mode, request, tool)
         refusable = mode if mode in NEXT_MODE else None
         usage = Usage()
         for attempt in range(2):
@@ -180,12 +171,12 @@ class OpenAILLM:
             usage = _add(usage, answer.usage)
             if answer.finish_reason == "length":
                 raise LLMTruncated(f"tool {tool.name!r} answer stopped at max_tokens")
-            parsed, call_id, arguments = _parse_answer(answer, tool)
+            parsed, call_id, arguments = parse_answer(answer, tool)
             if parsed.value is not None:
                 call = ToolCall(call_id or f"call_{uuid.uuid4().hex[:12]}", tool.name, parsed.value)
                 return Completion("", answer.model, usage, (call,), "tool_use")
             log.warning("llm.structured_invalid", model=model, mode=mode, attempt=attempt + 1)
-            messages = [*messages, *_repair(parsed, call_id, arguments, answer, tool)]
+            messages = [*messages, *repair_messages(parsed, call_id, arguments, answer, tool)]
         raise LLMBadOutput(f"tool {tool.name!r} answer does not fit its schema: {parsed.problem}")
 
     # One request with retries
@@ -290,45 +281,6 @@ def _forced_spec(request: LLMRequest) -> ToolSpec:
         if tool.name == request.force_tool:
             return tool
     raise LLMBadOutput(f"forced tool {request.force_tool!r} is not among the request's tools")
-
-
-def _structured_options(mode: Mode, request: LLMRequest, tool: ToolSpec) -> dict[str, Any]:
-    if mode == "tools":
-        return {
-            "tools": build_tools(request.tools),
-            "tool_choice": {"type": "function", "function": {"name": tool.name}},
-        }
-    if mode == "json_schema":
-        return {"response_format": response_format(tool)}
-    return {}
-
-
-def _parse_answer(answer: StreamedAnswer, tool: ToolSpec) -> tuple[Parsed, str | None, str]:
-    """The forced tool's input from a call of it or, when the model answered in text
-    (some servers ignore `tool_choice`), from the text; with the call's id and arguments."""
-    for call_id, name, arguments in answer.raw_calls():
-        if name == tool.name:
-            return parse_arguments(arguments, tool.input_schema), call_id, arguments
-    text = "".join(answer.text)
-    if not text.strip():
-        return Parsed(None, f"the answer has no call of {tool.name} and no JSON"), None, ""
-    return parse_text(text, tool.input_schema), None, text
-
-
-def _repair(
-    parsed: Parsed, call_id: str | None, arguments: str, answer: StreamedAnswer, tool: ToolSpec
-) -> list[Message]:
-    """The unusable answer as the model gave it, then what was wrong with it."""
-    follow_up = repair_request(parsed.problem, tool)
-    if call_id is None:
-        return [
-            {"role": "assistant", "content": echo("".join(answer.text))},
-            {"role": "user", "content": follow_up},
-        ]
-    call = ToolCall(call_id, tool.name, {})
-    said = assistant_calls((call,))
-    said["tool_calls"][0]["function"]["arguments"] = echo(arguments)
-    return [said, {"role": "tool", "tool_call_id": call_id, "content": follow_up}]
 
 
 def _add(total: Usage, more: Usage) -> Usage:

@@ -22,7 +22,8 @@ from typing import Any, Literal
 from openai import APIStatusError
 
 from bot.json_shape import shape_problems
-from bot.llm import ToolSpec
+from bot.llm import LLMRequest, ToolCall, ToolSpec
+from bot.openai_messages import Message, StreamedAnswer, assistant_calls, build_tools
 
 Mode = Literal["tools", "json_schema", "json_text"]
 NEXT_MODE: dict[Mode, Mode] = {"tools": "json_schema", "json_schema": "json_text"}
@@ -139,3 +140,43 @@ def repair_request(problem: str, tool: ToolSpec) -> str:
 def echo(text: str) -> str:
     """The model's unusable answer as it goes back to it (bounded)."""
     return text[:_MAX_ECHO] or "(empty)"
+
+
+def structured_options(mode: Mode, request: LLMRequest, tool: ToolSpec) -> dict[str, Any]:
+    """The request options of `mode`: the forced function, or the response format."""
+    if mode == "tools":
+        return {
+            "tools": build_tools(request.tools),
+            "tool_choice": {"type": "function", "function": {"name": tool.name}},
+        }
+    if mode == "json_schema":
+        return {"response_format": response_format(tool)}
+    return {}
+
+
+def parse_answer(answer: StreamedAnswer, tool: ToolSpec) -> tuple[Parsed, str | None, str]:
+    """The forced tool's input from a call of it or, when the model answered in text
+    (some servers ignore `tool_choice`), from the text; with the call's id and arguments."""
+    for call_id, name, arguments in answer.raw_calls():
+        if name == tool.name:
+            return parse_arguments(arguments, tool.input_schema), call_id, arguments
+    text = "".join(answer.text)
+    if not text.strip():
+        return Parsed(None, f"the answer has no call of {tool.name} and no JSON"), None, ""
+    return parse_text(text, tool.input_schema), None, text
+
+
+def repair_messages(
+    parsed: Parsed, call_id: str | None, arguments: str, answer: StreamedAnswer, tool: ToolSpec
+) -> list[Message]:
+    """The unusable answer as the model gave it, then what was wrong with it."""
+    follow_up = repair_request(parsed.problem, tool)
+    if call_id is None:
+        return [
+            {"role": "assistant", "content": echo("".join(answer.text))},
+            {"role": "user", "content": follow_up},
+        ]
+    call = ToolCall(call_id, tool.name, {})
+    said = assistant_calls((call,))
+    said["tool_calls"][0]["function"]["arguments"] = echo(arguments)
+    return [said, {"role": "tool", "tool_call_id": call_id, "content": follow_up}]
