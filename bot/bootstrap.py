@@ -95,19 +95,41 @@ async def open_database(settings: Settings) -> tuple[AsyncEngine, EmbeddedPostgr
 
 
 def build_llm(settings: Settings) -> LLM:
-    """The Anthropic client from the settings; `ConfigurationError` without a key."""
+    """The model client of `COMPANION_LLM_PROVIDER`; `ConfigurationError` naming what is
+    missing (the Anthropic key; for an OpenAI-compatible server the chat model, or a key
+    when the server is not local)."""
+    if settings.llm_provider == "openai":
+        return _openai_llm(settings)
     from bot.anthropic_llm import AnthropicLLM
 
     if not settings.has_llm or settings.anthropic_api_key is None:
         raise ConfigurationError(
             "ANTHROPIC_API_KEY is not set. Put your Anthropic API key in the environment "
-            "or in .env (see .env.example), e.g. ANTHROPIC_API_KEY=sk-ant-..."
+            "or in .env (see .env.example), e.g. ANTHROPIC_API_KEY=sk-ant-... "
+            "(or set COMPANION_LLM_PROVIDER=openai for a local or OpenAI-compatible model)"
         )
     return AnthropicLLM(
         api_key=settings.anthropic_api_key.get_secret_value(),
         chat_model=settings.chat_model,
         fast_model=settings.fast_model,
         base_url=settings.anthropic_base_url,
+        timeout_seconds=settings.llm_timeout_seconds,
+        max_retries=settings.llm_max_retries,
+    )
+
+
+def _openai_llm(settings: Settings) -> LLM:
+    from bot.openai_llm import OpenAILLM
+
+    problem = settings.openai_problem()
+    if problem is not None:
+        raise ConfigurationError(problem)
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return OpenAILLM(
+        base_url=settings.openai_base_url,
+        api_key=key or None,
+        chat_model=settings.chat_model,
+        fast_model=settings.openai_fast_model,
         timeout_seconds=settings.llm_timeout_seconds,
         max_retries=settings.llm_max_retries,
     )
@@ -146,10 +168,17 @@ def build_embedder_from(settings: Settings) -> Embedder:
     twice: to store it and to recall with it); `ConfigurationError` naming the setting
     when it can't be built."""
     key = settings.voyage_api_key.get_secret_value() if settings.voyage_api_key else None
+    openai_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     try:
         return RecentEmbeddings(
             build_embedder(
-                settings.embedding_provider, settings.embedding_dim, key, settings.voyage_model
+                settings.embedding_provider,
+                settings.embedding_dim,
+                key,
+                settings.voyage_model,
+                openai_model=settings.openai_embedding_model,
+                openai_base_url=settings.openai_base_url,
+                openai_api_key=openai_key or None,
             )
         )
     except ValueError as exc:

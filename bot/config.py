@@ -7,8 +7,10 @@ TELEGRAM_BOT_TOKEN, DISCORD_BOT_TOKEN, ...); the project's own carry the prefix
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
@@ -32,8 +34,11 @@ class Settings(BaseSettings):
     )
 
     # Language model
+    llm_provider: Literal["anthropic", "openai"] = "anthropic"
     anthropic_api_key: SecretStr | None = Field(None, validation_alias="ANTHROPIC_API_KEY")
     anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
+    openai_base_url: str | None = Field(None, validation_alias="OPENAI_BASE_URL")
+    openai_api_key: SecretStr | None = Field(None, validation_alias="OPENAI_API_KEY")
     chat_model: str = "claude-sonnet-4-5"
     fast_model: str = "claude-haiku-4-5"
     llm_timeout_seconds: float = Field(60.0, gt=0)
@@ -54,10 +59,11 @@ class Settings(BaseSettings):
     # Memory
     memory_budget_tokens: int = Field(1500, ge=200)
     extract_every_n_messages: int = Field(8, ge=1)
-    embedding_provider: Literal["wordllama", "voyage"] = "wordllama"
+    embedding_provider: Literal["wordllama", "voyage", "openai"] = "wordllama"
     embedding_dim: int = Field(256, ge=16, le=4096)
     voyage_api_key: SecretStr | None = Field(None, validation_alias="VOYAGE_API_KEY")
     voyage_model: str = "voyage-3.5-lite"
+    openai_embedding_model: str = "nomic-embed-text"
     pin_limit: int = Field(20, ge=1)
 
     # Telegram
@@ -111,10 +117,72 @@ class Settings(BaseSettings):
 
     @property
     def has_llm(self) -> bool:
-        """Whether a language model key is configured."""
-        return self.anthropic_api_key is not None and bool(
-            self.anthropic_api_key.get_secret_value()
-        )
+        """Whether the configured language model can be reached: a key for Anthropic; for
+        an OpenAI-compatible server a chat model and a key, or a local address."""
+        if self.llm_provider == "openai":
+            return self.openai_problem() is None
+        return _filled(self.anthropic_api_key)
+
+    def openai_problem(self) -> str | None:
+        """What is missing to use the OpenAI-compatible provider, naming the setting."""
+        if "chat_model" not in self.model_fields_set:
+            return (
+                "COMPANION_CHAT_MODEL is not set. With COMPANION_LLM_PROVIDER=openai name the "
+                "model the server serves, e.g. COMPANION_CHAT_MODEL=llama3.1:8b for Ollama"
+            )
+        if not _filled(self.openai_api_key) and not is_local_url(self.openai_base_url):
+            where = self.openai_base_url or "the official OpenAI API"
+            return (
+                f"OPENAI_API_KEY is not set, and {where} is not a local address. Put the "
+                "key in the environment or in .env, or point OPENAI_BASE_URL at a local "
+                "server (e.g. http://localhost:11434/v1 for Ollama)"
+            )
+        return None
+
+    @property
+    def openai_fast_model(self) -> str:
+        """The fast model for the OpenAI-compatible provider: the chat model unless
+        COMPANION_FAST_MODEL is set (a local server often serves just one)."""
+        return self.fast_model if "fast_model" in self.model_fields_set else self.chat_model
+
+
+LOCAL_NAMES = ("localhost", "host.docker.internal")
+LOCAL_SUFFIXES = (".localhost", ".local", ".internal")
+LOCAL_NETWORKS = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "127.0.0.0/8",  # loopback
+        "0.0.0.0/32",  # "this host" (connecting to it reaches the loopback)
+        "10.0.0.0/8",  # private
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "169.254.0.0/16",  # link-local
+        "::1/128",
+        "fc00::/7",  # unique local
+        "fe80::/10",  # link-local
+    )
+)
+
+
+def is_local_url(url: str | None) -> bool:
+    """Whether `url` points at this machine or a private network, where a model server
+    needs no key: localhost, host.docker.internal, names ending in .localhost, .local or
+    .internal, and IP addresses in loopback, private (10/8, 172.16/12, 192.168/16,
+    fc00::/7) or link-local ranges. None (the official API) is not local."""
+    if not url:
+        return False
+    host = (urlsplit(url if "//" in url else f"//{url}").hostname or "").rstrip(".").lower()
+    if host in LOCAL_NAMES or host.endswith(LOCAL_SUFFIXES):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return any(address in network for network in LOCAL_NETWORKS)
+
+
+def _filled(secret: SecretStr | None) -> bool:
+    return secret is not None and bool(secret.get_secret_value().strip())
 
 
 _ENV_NAMES = {

@@ -1,6 +1,7 @@
-"""Embedders: WordLlama (offline, the default) and Voyage (hosted, optional).
+"""Embedders: WordLlama (offline, the default) and Voyage (hosted, optional); the
+OpenAI-compatible one (`memory.openai_embeddings`) is built here too.
 
-Both satisfy the `Embedder` port: `await embed(texts)` returns one L2-normalised
+All satisfy the `Embedder` port: `await embed(texts)` returns one L2-normalised
 float32 row per text. Errors a caller may meet are drawn here:
 
     EmbeddingError(RuntimeError)      the provider could not embed
@@ -251,13 +252,27 @@ class RecentEmbeddings:
 
 
 def build_embedder(
-    provider: str, dim: int, voyage_api_key: str | None, voyage_model: str
+    provider: str,
+    dim: int,
+    voyage_api_key: str | None,
+    voyage_model: str,
+    *,
+    openai_model: str = "nomic-embed-text",
+    openai_base_url: str | None = None,
+    openai_api_key: str | None = None,
 ) -> Embedder:
-    """The configured embedder: `wordllama` (default, offline) or `voyage` (needs a key)."""
+    """The configured embedder: `wordllama` (default, offline), `voyage` (needs a key) or
+    `openai` (any OpenAI-compatible `/embeddings` server, e.g. Ollama)."""
     if provider == "wordllama":
         return WordLlamaEmbedder(dim)
     if provider == "voyage":
         if not voyage_api_key:
             raise ValueError("embedding provider 'voyage' needs VOYAGE_API_KEY")
         return VoyageEmbedder(voyage_api_key, voyage_model, dim)
-    raise ValueError(f"unknown embedding provider: {provider!r} (use 'wordllama' or 'voyage')")
+    if provider == "openai":
+        from memory.openai_embeddings import OpenAICompatibleEmbedder
+
+        return OpenAICompatibleEmbedder(openai_model, dim, openai_base_url, openai_api_key)
+    raise ValueError(
+        f"unknown embedding provider: {provider!r} (use 'wordllama', 'voyage' or 'openai')"
+    )

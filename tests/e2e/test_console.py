@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from memory.conversations import SqlConversationStore
 from memory.tables import Message, User
 from tests.fakes.anthropic_api import FakeAnthropicAPI
+from tests.fakes.openai_api import FakeOpenAIAPI, ModelTraits
 
 KEY = "sk-ant-test-key"
 
@@ -25,7 +26,7 @@ def _env(fake: FakeAnthropicAPI | None, database_url: str, tmp_path: Path) -> di
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("ANTHROPIC_", "COMPANION_", "TELEGRAM_", "DISCORD_"))
+        if not key.startswith(("ANTHROPIC_", "OPENAI_", "COMPANION_", "TELEGRAM_", "DISCORD_"))
     }
     env.update(
         DATABASE_URL=database_url,
@@ -122,6 +123,28 @@ async def test_without_a_key_it_says_exactly_what_to_set(database_url: str, tmp_
         )
         assert code == 2
         assert "ANTHROPIC_API_KEY is not set" in err and ".env" in err
+
+
+async def test_a_local_model_needs_no_key_and_a_missing_model_is_named(
+    database_url: str, db: async_sessionmaker[AsyncSession], tmp_path: Path
+) -> None:
+    models = {"llama3.1:8b": ModelTraits(tools=False, response_format=False)}
+    async with FakeOpenAIAPI(models=models) as fake:
+        env = _env(None, database_url, tmp_path)
+        env.update(COMPANION_LLM_PROVIDER="openai", OPENAI_BASE_URL=fake.base_url)
+        code, _out, err = await _companion("chat", stdin="", env=env, cwd=tmp_path)
+        assert code == 2
+        assert "COMPANION_CHAT_MODEL is not set" in err
+
+        env.update(COMPANION_CHAT_MODEL="llama3.1:8b")
+        fake.queue_text("Hi Tester, from a local model!")
+        code, out, err = await _companion("chat", stdin="hello\n", env=env, cwd=tmp_path)
+    assert code == 0, err
+    assert "companion> Hi Tester, from a local model!" in out
+    assert fake.requests[0]["model"] == "llama3.1:8b" and fake.requests[0]["stream"] is True
+    async with db() as s:
+        rows = (await s.scalars(select(Message.content).order_by(Message.id))).all()
+    assert list(rows) == ["hello", "Hi Tester, from a local model!"]
 
 
 async def test_help_lists_the_commands(database_url: str, tmp_path: Path) -> None:
