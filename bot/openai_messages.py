@@ -10,7 +10,16 @@ from typing import Any
 from openai.types.chat import ChatCompletionChunk
 
 from bot.errors import LLMBadOutput
-from bot.llm import Completion, LLMRequest, ToolCall, ToolResult, ToolSpec, Turn, Usage
+from bot.llm import (
+    Completion,
+    LLMRequest,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Turn,
+    Usage,
+    with_turn_context,
+)
 
 CONVERSATION_START = "(The conversation starts.)"
 """Stands in for the user when a conversation opens with the assistant (e.g. a check-in)."""
@@ -38,9 +47,10 @@ def merge_turns(turns: tuple[Turn, ...]) -> list[Turn]:
 
 
 def system_text(request: LLMRequest, extra: str = "") -> str:
-    """One system message (several confuse some local chat templates): the stable part
-    first, so a server's automatic prefix cache can reuse it, then the per-turn part."""
-    parts = (request.stable_system, request.dynamic_system, extra)
+    """One system message (several confuse some local chat templates): the persona, then
+    the standing memory, then the session's part, so a server's automatic prefix cache
+    can reuse the longest prefix; what changes every turn leads the last user turn."""
+    parts = (request.stable_system, request.standing_system, request.dynamic_system, extra)
     return "\n\n".join(part for part in parts if part.strip())
 
 
@@ -51,7 +61,7 @@ def build_messages(request: LLMRequest, extra_system: str = "") -> list[Message]
     system = system_text(request, extra_system)
     if system:
         messages.append({"role": "system", "content": system})
-    turns = merge_turns(request.turns)
+    turns = merge_turns(with_turn_context(request.turns, request.turn_context))
     lead_text = ""
     if request.tool_exchange and turns[-1].role == "assistant":
         lead_text = turns.pop().content
