@@ -56,8 +56,9 @@ def tool_completion(name: str, arguments: dict[str, object], call_id: str) -> Co
 def request_text(request: LLMRequest) -> str:
     """Everything a request shows the model, as one string: system parts, turns, tool
     results and the tools offered."""
-    parts = [request.stable_system, request.dynamic_system]
+    parts = [request.stable_system, request.standing_system, request.dynamic_system]
     parts += [f"{turn.role}: {turn.content}" for turn in request.turns]
+    parts.append(request.turn_context)
     for calls, results in request.tool_exchange:
         parts += [f"tool call {c.name}: {c.input}" for c in calls]
         parts += [f"tool result: {r.content}" for r in results]
@@ -102,9 +103,13 @@ class Prompt:
 
     @property
     def memory_block(self) -> str:
-        """The `<memory>` block of the prompt ('' when there is none)."""
-        found = re.search(r"<memory>.*?</memory>", self.request.dynamic_system, re.DOTALL)
-        return found.group(0) if found else ""
+        """The `<memory>` blocks of the prompt, the standing one (cached) and the one for
+        this turn, as one text ('' when there is none)."""
+        request = self.request
+        shown = "\n".join(
+            (request.standing_system, request.dynamic_system, request.turn_context)
+        )
+        return "\n".join(re.findall(r"<memory>.*?</memory>", shown, re.DOTALL))
 
 
 def write_checkin(request: LLMRequest) -> dict[str, object]:
