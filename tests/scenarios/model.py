@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.errors import LLMUnavailable
-from bot.llm import Completion, LLMRequest, ToolCall, Usage
+from bot.llm import Completion, LLMRequest, ToolCall, Usage, with_turn_context
 from memory.ports import Clock
 from tests.fakes.extractor import RuleExtractor
 
@@ -57,8 +57,9 @@ def request_text(request: LLMRequest) -> str:
     """Everything a request shows the model, as one string: system parts, turns, tool
     results and the tools offered."""
     parts = [request.stable_system, request.standing_system, request.dynamic_system]
-    parts += [f"{turn.role}: {turn.content}" for turn in request.turns]
-    parts.append(request.turn_context)
+    # The turn context leads the last user turn, as the providers send it.
+    turns = with_turn_context(request.turns, request.turn_context)
+    parts += [f"{turn.role}: {turn.content}" for turn in turns]
     for calls, results in request.tool_exchange:
         parts += [f"tool call {c.name}: {c.input}" for c in calls]
         parts += [f"tool result: {r.content}" for r in results]
@@ -106,9 +107,7 @@ class Prompt:
         """The `<memory>` blocks of the prompt, the standing one (cached) and the one for
         this turn, as one text ('' when there is none)."""
         request = self.request
-        shown = "\n".join(
-            (request.standing_system, request.dynamic_system, request.turn_context)
-        )
+        shown = "\n".join((request.standing_system, request.dynamic_system, request.turn_context))
         return "\n".join(re.findall(r"<memory>.*?</memory>", shown, re.DOTALL))
 
 

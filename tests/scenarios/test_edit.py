@@ -85,6 +85,12 @@ async def test_edit_with_undo_keeps_the_pin_and_counts_as_their_words(
     await aiko.says("long day of debugging")
     block = world.last_chat_prompt(aiko).memory_block
     assert NEW in block and OLD not in block, block
+    # Within the session a change shows in the turn's part of the memory (the standing,
+    # cached part stays as the session began); from the next session on it stands pinned.
+    await world.advance(hours=3)
+    await aiko.says("back again")
+    block = world.last_chat_prompt(aiko).memory_block
+    assert NEW in block and OLD not in block, block
     assert "## Pinned" in block, block
     pinned_part = block.split("## Pinned", 1)[1].split("## ", 1)[0]
     assert NEW in pinned_part, block
