@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.errors import LLMUnavailable
-from bot.llm import Completion, LLMRequest, ToolCall, Usage
+from bot.llm import Completion, LLMRequest, ToolCall, Usage, with_turn_context
 from memory.ports import Clock
 from tests.fakes.extractor import RuleExtractor
 
@@ -54,11 +54,12 @@ def tool_completion(name: str, arguments: dict[str, object], call_id: str) -> Co
 
 
 def request_text(request: LLMRequest) -> str:
-    """Everything a request shows the model, as one string: system parts, turns, tool
-    results and the tools offered."""
+    """Everything a request shows the model, as one string, in the order every provider
+    sends it: system parts, turns (this turn's context leading the last user turn), tool
+    calls and results."""
     parts = [request.stable_system, request.standing_system, request.dynamic_system]
-    parts += [f"{turn.role}: {turn.content}" for turn in request.turns]
-    parts.append(request.turn_context)
+    turns = with_turn_context(request.turns, request.turn_context)
+    parts += [f"{turn.role}: {turn.content}" for turn in turns]
     for calls, results in request.tool_exchange:
         parts += [f"tool call {c.name}: {c.input}" for c in calls]
         parts += [f"tool result: {r.content}" for r in results]
@@ -104,12 +105,10 @@ class Prompt:
     @property
     def memory_block(self) -> str:
         """The `<memory>` blocks of the prompt, the standing one (cached) and the one for
-        this turn, as one text ('' when there is none)."""
-        request = self.request
-        shown = "\n".join(
-            (request.standing_system, request.dynamic_system, request.turn_context)
-        )
-        return "\n".join(re.findall(r"<memory>.*?</memory>", shown, re.DOTALL))
+        this turn, as one text ('' when there is none). Searched in the whole request:
+        through a provider the request is rebuilt from the HTTP body, so a block may sit
+        in another part than the core put it in (e.g. the system message, a turn)."""
+        return "\n".join(re.findall(r"<memory>\n.*?</memory>", self.text, re.DOTALL))
 
 
 def write_checkin(request: LLMRequest) -> dict[str, object]:
