@@ -346,7 +346,7 @@ def _local_times(
 
 
 def _names(prompt: Prompt, person: Person) -> bool:
-    return f"The person's display name: {person.display_name}" in prompt.request.dynamic_system
+    return f"The person's display name: {person.display_name}" in prompt.text
 
 
 # assertions -------------------------------------------------------------------------

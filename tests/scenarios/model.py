@@ -54,10 +54,10 @@ def tool_completion(name: str, arguments: dict[str, object], call_id: str) -> Co
 
 
 def request_text(request: LLMRequest) -> str:
-    """Everything a request shows the model, as one string: system parts, turns, tool
-    results and the tools offered."""
+    """Everything a request shows the model, as one string, in the order every provider
+    sends it: system parts, turns (this turn's context leading the last user turn), tool
+    calls and results."""
     parts = [request.stable_system, request.standing_system, request.dynamic_system]
-    # The turn context leads the last user turn, as the providers send it.
     turns = with_turn_context(request.turns, request.turn_context)
     parts += [f"{turn.role}: {turn.content}" for turn in turns]
     for calls, results in request.tool_exchange:
@@ -105,10 +105,10 @@ class Prompt:
     @property
     def memory_block(self) -> str:
         """The `<memory>` blocks of the prompt, the standing one (cached) and the one for
-        this turn, as one text ('' when there is none)."""
-        request = self.request
-        shown = "\n".join((request.standing_system, request.dynamic_system, request.turn_context))
-        return "\n".join(re.findall(r"<memory>.*?</memory>", shown, re.DOTALL))
+        this turn, as one text ('' when there is none). Searched in the whole request:
+        through a provider the request is rebuilt from the HTTP body, so a block may sit
+        in another part than the core put it in (e.g. the system message, a turn)."""
+        return "\n".join(re.findall(r"<memory>\n.*?</memory>", self.text, re.DOTALL))
 
 
 def write_checkin(request: LLMRequest) -> dict[str, object]:
