@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = Field(None, validation_alias="ANTHROPIC_BASE_URL")
     openai_base_url: str | None = Field(None, validation_alias="OPENAI_BASE_URL")
     openai_api_key: SecretStr | None = Field(None, validation_alias="OPENAI_API_KEY")
-    chat_model: str = "claude-sonnet-4-5"
+    chat_model: str = "claude-sonnet-4-6"
     fast_model: str = "claude-haiku-4-5"
     llm_timeout_seconds: float = Field(60.0, gt=0)
     llm_max_retries: int = Field(3, ge=0, le=10)

@@ -36,6 +36,7 @@ DEFAULT_MINIMUM_TOKENS = 1024
 MINIMUM_TOKENS = (
     ("claude-haiku-4-5", 4096),
     ("claude-opus-4-5", 4096),
+    ("claude-opus-4-6", 4096),
     ("claude-3-5-haiku", 2048),
     ("claude-3-haiku", 2048),
 )
