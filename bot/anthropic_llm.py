@@ -34,7 +34,16 @@ from anthropic.types import (
 
 from bot import metrics
 from bot.errors import LLMBadOutput, LLMTruncated, LLMUnavailable
-from bot.llm import Completion, LLMRequest, ToolCall, ToolResult, Turn, Usage, last_user_index
+from bot.llm import (
+    Completion,
+    LLMRequest,
+    ToolCall,
+    ToolResult,
+    Turn,
+    Usage,
+    last_user_index,
+    merge_turns,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -46,9 +55,6 @@ GARBLED = (ValueError, TypeError, AttributeError, KeyError)
 EPHEMERAL: CacheControlEphemeralParam = {"type": "ephemeral"}
 """A cache breakpoint with the default 5-minute lifetime (a conversation's turns come
 minutes apart; the 1-hour one costs twice as much to write)."""
-
-CONVERSATION_START = "(The conversation starts.)"
-"""Stands in for the user when a conversation opens with the assistant (e.g. a check-in)."""
 
 
 class AnthropicLLM:
@@ -180,21 +186,6 @@ def build_system(request: LLMRequest) -> list[TextBlockParam]:
     if request.dynamic_system:
         blocks.append({"type": "text", "text": request.dynamic_system})
     return blocks
-
-
-def merge_turns(turns: tuple[Turn, ...]) -> list[Turn]:
-    """Turns the API accepts: blank ones dropped, same-role runs joined, user first."""
-    merged: list[Turn] = []
-    for turn in turns:
-        if not turn.content.strip():
-            continue
-        if merged and merged[-1].role == turn.role:
-            merged[-1] = Turn(turn.role, f"{merged[-1].content}\n\n{turn.content}")
-        else:
-            merged.append(turn)
-    if not merged or merged[0].role == "assistant":
-        merged.insert(0, Turn("user", CONVERSATION_START))
-    return merged
 
 
 def build_messages(request: LLMRequest) -> list[MessageParam]:

@@ -110,3 +110,23 @@ class LLM(Protocol):
     """A language model. Raises `LLMUnavailable` (or `LLMBadOutput`) on failure."""
 
     async def complete(self, request: LLMRequest) -> Completion: ...
+
+
+CONVERSATION_START = "(The conversation starts.)"
+"""Stands in for the person when a conversation opens with the companion (a check-in)."""
+
+
+def merge_turns(turns: tuple[Turn, ...]) -> list[Turn]:
+    """Turns every chat API and local chat template accepts: blank ones dropped,
+    same-role runs joined, the person first."""
+    merged: list[Turn] = []
+    for turn in turns:
+        if not turn.content.strip():
+            continue
+        if merged and merged[-1].role == turn.role:
+            merged[-1] = Turn(turn.role, f"{merged[-1].content}\n\n{turn.content}")
+        else:
+            merged.append(turn)
+    if not merged or merged[0].role == "assistant":
+        merged.insert(0, Turn("user", CONVERSATION_START))
+    return merged

@@ -16,34 +16,15 @@ from bot.llm import (
     ToolCall,
     ToolResult,
     ToolSpec,
-    Turn,
     Usage,
+    merge_turns,
     with_turn_context,
 )
-
-CONVERSATION_START = "(The conversation starts.)"
-"""Stands in for the user when a conversation opens with the assistant (e.g. a check-in)."""
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 """OpenAI's finish reasons in the port's (Anthropic's) words, which the callers check."""
 
 Message = dict[str, Any]
-
-
-def merge_turns(turns: tuple[Turn, ...]) -> list[Turn]:
-    """Turns every chat template accepts: blank ones dropped, same-role runs joined,
-    user first (many local models' templates insist on alternation)."""
-    merged: list[Turn] = []
-    for turn in turns:
-        if not turn.content.strip():
-            continue
-        if merged and merged[-1].role == turn.role:
-            merged[-1] = Turn(turn.role, f"{merged[-1].content}\n\n{turn.content}")
-        else:
-            merged.append(turn)
-    if not merged or merged[0].role == "assistant":
-        merged.insert(0, Turn("user", CONVERSATION_START))
-    return merged
 
 
 def system_text(request: LLMRequest, extra: str = "") -> str:

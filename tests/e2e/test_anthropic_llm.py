@@ -10,9 +10,9 @@ import anthropic
 import pytest
 import structlog
 
-from bot.anthropic_llm import CONVERSATION_START, AnthropicLLM
+from bot.anthropic_llm import AnthropicLLM
 from bot.errors import LLMBadOutput, LLMTruncated, LLMUnavailable
-from bot.llm import LLMRequest, ModelRole, ToolCall, ToolResult, ToolSpec, Turn
+from bot.llm import CONVERSATION_START, LLMRequest, ModelRole, ToolCall, ToolResult, ToolSpec, Turn
 from bot.llm_tools import LLMToolCaller
 from memory.errors import AnswerTruncated
 from tests.fakes.anthropic_api import FakeAnthropicAPI

@@ -20,10 +20,9 @@ from bot.bootstrap import build_core, build_embedder_from, build_llm
 from bot.config import Settings, is_local_url
 from bot.domain import IncomingMessage
 from bot.errors import ConfigurationError, LLMBadOutput, LLMTruncated, LLMUnavailable
-from bot.llm import LLMRequest, ToolCall, ToolResult, ToolSpec, Turn
+from bot.llm import CONVERSATION_START, LLMRequest, ToolCall, ToolResult, ToolSpec, Turn
 from bot.llm_tools import LLMToolCaller
 from bot.openai_llm import OpenAILLM
-from bot.openai_messages import CONVERSATION_START
 from memory.conversations import SqlConversationStore
 from memory.embedder_identity import check_embedder, column_width
 from memory.embeddings import (

@@ -14,9 +14,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.anthropic_llm import CONVERSATION_START
 from bot.errors import LLMUnavailable
-from bot.llm import LLM, Completion, LLMRequest, ToolCall, ToolResult, ToolSpec, Turn
+from bot.llm import (
+    CONVERSATION_START,
+    LLM,
+    Completion,
+    LLMRequest,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Turn,
+)
 from tests.fakes.anthropic_api import ErrorReply, FakeAnthropicAPI, Step, TextReply, ToolUseReply
 
 Exchange = tuple[tuple[ToolCall, ...], tuple[ToolResult, ...]]
