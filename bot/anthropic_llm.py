@@ -12,7 +12,6 @@ connection errors, timeouts), how long to wait, and translates every SDK error i
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -44,6 +43,7 @@ from bot.llm import (
     last_user_index,
     merge_turns,
 )
+from bot.retrying import jittered_backoff, retry_after_seconds
 
 log = structlog.get_logger(__name__)
 
@@ -159,14 +159,13 @@ class AnthropicLLM:
         if attempt >= self._max_retries or not is_retryable(exc):
             return None
         if isinstance(exc, APIStatusError):
-            retry_after = _parse_seconds(exc.response.headers.get("retry-after"))
+            retry_after = retry_after_seconds(exc.response.headers.get("retry-after"))
             if retry_after is not None:
                 return min(retry_after, self._max_retry_after)
         return self._backoff_delay(attempt)
 
     def _backoff_delay(self, attempt: int) -> float:
-        ceiling = min(self._backoff * 2**attempt, self._max_backoff)
-        return random.uniform(ceiling / 2, ceiling)
+        return jittered_backoff(attempt, self._backoff, self._max_backoff)
 
 
 def is_retryable(exc: AnthropicError) -> bool:
@@ -293,17 +292,6 @@ def _check_forced_tool(request: LLMRequest, completion: Completion) -> None:
         raise LLMBadOutput(
             f"asked for tool {request.force_tool!r}, got stop_reason={completion.stop_reason!r}"
         )
-
-
-def _parse_seconds(header: str | None) -> float | None:
-    """`retry-after` as seconds; None when absent, negative or an HTTP date."""
-    if header is None:
-        return None
-    try:
-        seconds = float(header)
-    except ValueError:
-        return None
-    return seconds if seconds >= 0 else None
 
 
 def _status(exc: AnthropicError) -> int | str:

@@ -12,7 +12,6 @@ which falls back to a JSON schema or JSON in text on servers without tool suppor
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -43,6 +42,7 @@ from bot.openai_structured import (
     repair_messages,
     structured_options,
 )
+from bot.retrying import jittered_backoff, retry_after_seconds
 
 log = structlog.get_logger(__name__)
 
@@ -250,14 +250,13 @@ class OpenAILLM:
         if attempt >= self._max_retries or not is_retryable(exc):
             return None
         if isinstance(exc, APIStatusError):
-            retry_after = _parse_seconds(exc.response.headers.get("retry-after"))
+            retry_after = retry_after_seconds(exc.response.headers.get("retry-after"))
             if retry_after is not None:
                 return min(retry_after, self._max_retry_after)
         return self._backoff_delay(attempt)
 
     def _backoff_delay(self, attempt: int) -> float:
-        ceiling = min(self._backoff * 2**attempt, self._max_backoff)
-        return random.uniform(ceiling / 2, ceiling)
+        return jittered_backoff(attempt, self._backoff, self._max_backoff)
 
 
 def is_retryable(exc: Exception) -> bool:
@@ -290,17 +289,6 @@ def _add(total: Usage, more: Usage) -> Usage:
         cache_read_tokens=total.cache_read_tokens + more.cache_read_tokens,
         cache_write_tokens=total.cache_write_tokens + more.cache_write_tokens,
     )
-
-
-def _parse_seconds(header: str | None) -> float | None:
-    """`retry-after` as seconds; None when absent, negative or an HTTP date."""
-    if header is None:
-        return None
-    try:
-        seconds = float(header)
-    except ValueError:
-        return None
-    return seconds if seconds >= 0 else None
 
 
 def _status(exc: Exception) -> int | str:
