@@ -226,8 +226,8 @@ async def _db_upgrade(settings: Settings) -> None:
 
 
 async def _reembed(settings: Settings) -> None:
-    from memory.database import session_factory
-    from memory.reembed import reembed
+    from memory.recall.reembed import reembed
+    from memory.store.database import session_factory
 
     embedder = build_embedder_from(settings)
     engine, embedded = await open_database(settings)

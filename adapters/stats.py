@@ -10,8 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import open_database
 from bot.config import Settings
-from memory.database import session_factory
-from memory.stats import Figures, Windowed, collect_figures
+from memory.store.database import session_factory
+from memory.store.stats import Figures, Windowed, collect_figures
 
 EXTRACTION_LABELS = {"create": "added", "supersede": "updated", "refresh": "refreshed"}
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from memory.database import create_engine, migrate, session_factory, start_embedded
-from memory.tables import Message
+from memory.store.database import create_engine, migrate, session_factory, start_embedded
+from memory.store.tables import Message
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import TOKEN, FakeTelegramAPI
 from tests.support.load_crowd import MARK, Crowd, LoadConfig, LoadTelegramAPI, SlowModel

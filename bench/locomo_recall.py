@@ -29,11 +29,11 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.logs import configure_logging
-from memory.conversations import SqlConversationStore
-from memory.database import create_engine, migrate, session_factory, start_embedded
-from memory.embeddings import WordLlamaEmbedder
-from memory.ports import Embedder
-from memory.retrieval import DEFAULT_TUNING, Mode, Tuning, recall
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.retrieval import DEFAULT_TUNING, Mode, Tuning, recall
+from memory.store.conversations import SqlConversationStore
+from memory.store.database import create_engine, migrate, session_factory, start_embedded
+from memory.store.ports import Embedder
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "locomo-dev.json"
 CATEGORIES = (1, 2, 3, 4)

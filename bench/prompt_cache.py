@@ -30,7 +30,7 @@ from typing import Any
 from bot.bootstrap import Core, build_core
 from bot.config import Settings
 from bot.domain import IncomingMessage
-from memory.items import Candidate
+from memory.store.items import Candidate
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Step, TextReply, ToolUseReply
 
 CHAT_MODEL = "claude-sonnet-4-5"

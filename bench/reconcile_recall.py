@@ -31,15 +31,15 @@ from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.logs import configure_logging
-from memory.database import create_engine, migrate, session_factory, start_embedded
-from memory.embeddings import WordLlamaEmbedder
-from memory.extraction import KNOWN_IN_PROMPT, extract_session
-from memory.items import MemoryItem, content_hash
-from memory.memories import SqlMemoryRepository
-from memory.ports import Embedder
-from memory.relevant import relevant_memories
-from memory.tables import Memory, Message, User
-from memory.tables import Session as SessionRow
+from memory.learning.extraction import KNOWN_IN_PROMPT, extract_session
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.relevant import relevant_memories
+from memory.store.database import create_engine, migrate, session_factory, start_embedded
+from memory.store.items import MemoryItem, content_hash
+from memory.store.memories import SqlMemoryRepository
+from memory.store.ports import Embedder
+from memory.store.tables import Memory, Message, User
+from memory.store.tables import Session as SessionRow
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corrections.json"
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -1,7 +1,7 @@
 """How long context assembly for one turn takes when the database holds many people's
 memories and conversations: the query embedding, every query (standing memories, notes
 to self, last summary, hybrid recall over memories and past messages) and the budgeting
-— `memory.context.assemble_context`, as a turn calls it, on autocommit read sessions —
+— `memory.recall.context.assemble_context`, as a turn calls it, on autocommit read sessions —
 and `recall` alone.
 
 Loads `--people` × `--memories` memories (default 1,000 × 1,000 = 1M rows) into an
@@ -36,10 +36,10 @@ import asyncpg
 from pgvector.asyncpg import register_vector
 
 from bot.logs import configure_logging
-from memory.context import assemble_context
-from memory.database import autocommit_session_factory, create_engine, migrate, start_embedded
-from memory.embeddings import WordLlamaEmbedder
-from memory.retrieval import recall
+from memory.recall.context import assemble_context
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.retrieval import recall
+from memory.store.database import autocommit_session_factory, create_engine, migrate, start_embedded
 
 ROUNDS = 20
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -44,8 +44,8 @@ from bot.domain import Recipient, Reply
 from bot.llm import Completion, LLMRequest, ToolCall
 from bot.logs import configure_logging
 from bot.timing import next_checkin
-from memory.database import create_engine, migrate, start_embedded
-from memory.ports import Vector
+from memory.store.database import create_engine, migrate, start_embedded
+from memory.store.ports import Vector
 
 DIM = 256
 POOL = 4096

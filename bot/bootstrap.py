@@ -27,9 +27,11 @@ from bot.memory_gateway import MemoryServices, MemorySettings
 from bot.outbound import Outbound
 from bot.prompting import load_persona
 from bot.timezone_onboarding import TimezoneOnboarding
-from memory.actions import SqlActionStore
-from memory.conversations import SqlConversationStore
-from memory.database import (
+from memory.recall.embedder_identity import check_embedder
+from memory.recall.embeddings import RecentEmbeddings, build_embedder
+from memory.store.actions import SqlActionStore
+from memory.store.conversations import SqlConversationStore
+from memory.store.database import (
     EmbeddedPostgres,
     autocommit_session_factory,
     create_engine,
@@ -38,11 +40,9 @@ from memory.database import (
     start_embedded,
     wait_until_reachable,
 )
-from memory.embedder_identity import check_embedder
-from memory.embeddings import RecentEmbeddings, build_embedder
-from memory.errors import EmbedderMismatch
-from memory.memories import SqlMemoryRepository
-from memory.ports import Clock, Embedder, SystemClock
+from memory.store.errors import EmbedderMismatch
+from memory.store.memories import SqlMemoryRepository
+from memory.store.ports import Clock, Embedder, SystemClock
 
 log = structlog.get_logger(__name__)
 

@@ -23,9 +23,9 @@ from bot.prompting import MemoryContext, TurnWindow, session_system, turn_contex
 from bot.text import clean_text, estimate_tokens
 from bot.transcript import TIME_NOTES, fit_history
 from bot.turns import TurnLocks
-from memory.conversations import SqlConversationStore
-from memory.ports import Clock
-from memory.records import ConversationSession, Inbound, Person, StoredMessage, TokenUsage
+from memory.store.conversations import SqlConversationStore
+from memory.store.ports import Clock
+from memory.store.records import ConversationSession, Inbound, Person, StoredMessage, TokenUsage
 
 log = structlog.get_logger(__name__)
 

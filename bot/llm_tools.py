@@ -6,7 +6,7 @@ from typing import Any
 
 from bot.errors import LLMBadOutput, LLMTruncated
 from bot.llm import LLM, LLMRequest, ToolSpec, Turn
-from memory.errors import AnswerTruncated
+from memory.store.errors import AnswerTruncated
 
 
 class LLMToolCaller:

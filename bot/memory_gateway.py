@@ -20,16 +20,16 @@ from bot.notice_window import NoticeWindow
 from bot.outbound import Outbound
 from bot.prompting import MemoryContext, TurnWindow
 from bot.working_memory import summarise_session
-from memory.context import assemble_context
-from memory.conversations import SqlConversationStore
-from memory.errors import NotAboutThePerson
-from memory.extraction import due_sessions, extract_session, remember_explicit
-from memory.items import ExtractionOutcome, MemoryItem
-from memory.memories import SqlMemoryRepository
-from memory.ports import Clock, Embedder, ToolCaller
-from memory.provenance import turn_message_ids
-from memory.records import ConversationSession, Inbound, Person
-from memory.retrieval import mark_recalled
+from memory.care.provenance import turn_message_ids
+from memory.learning.extraction import due_sessions, extract_session, remember_explicit
+from memory.recall.context import assemble_context
+from memory.recall.retrieval import mark_recalled
+from memory.store.conversations import SqlConversationStore
+from memory.store.errors import NotAboutThePerson
+from memory.store.items import ExtractionOutcome, MemoryItem
+from memory.store.memories import SqlMemoryRepository
+from memory.store.ports import Clock, Embedder, ToolCaller
+from memory.store.records import ConversationSession, Inbound, Person
 
 log = structlog.get_logger(__name__)
 

@@ -20,7 +20,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from bot.llm import Usage
-from memory.items import ExtractionOutcome
+from memory.store.items import ExtractionOutcome
 
 log = structlog.get_logger(__name__)
 

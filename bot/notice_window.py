@@ -22,11 +22,11 @@ from bot.domain import Button, Reply
 from bot.errors import DeliveryFailed
 from bot.outbound import Outbound
 from bot.timing import in_quiet_hours
-from memory import held_notices
-from memory.held_notices import Held, Window
-from memory.items import MemoryItem
-from memory.ports import Clock
-from memory.records import Person
+from memory.store import held_notices
+from memory.store.held_notices import Held, Window
+from memory.store.items import MemoryItem
+from memory.store.ports import Clock
+from memory.store.records import Person
 
 log = structlog.get_logger(__name__)
 

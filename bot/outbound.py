@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.delivery import Delivery
 from bot.domain import Recipient, Reply
 from bot.errors import DeliveryFailed
-from memory.tables import Identity
+from memory.store.tables import Identity
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from bot.llm import Turn
-from memory.records import StoredMessage
+from memory.store.records import StoredMessage
 
 HIDDEN_STATUSES = frozenset({"apology", "too_long", "forgotten", "command"})
 WAITING_STATUSES = frozenset({"stored", "unanswered"})

@@ -10,7 +10,7 @@ matching zone (one tap), unless it is the zone they have or the one last offered
 
 Someone who never writes again is asked the second time on their own, once: the one
 message sent before the timezone is known, a day after their last message (the hour
-they were active), claimed by the scheduler (memory/timezone_asks.py) and sent here.
+they were active), claimed by the scheduler (memory/store/timezone_asks.py) and sent here.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from bot.errors import DeliveryFailed
 from bot.outbound import Outbound
 from bot.timezone_talk import ZoneMention, answered_place, zone_mention
 from bot.zone_guess import likely_zones
-from memory.records import Person
+from memory.store.records import Person
 
 log = structlog.get_logger(__name__)
 

@@ -8,8 +8,8 @@ import structlog
 from bot.llm import LLM, LLMRequest, Turn
 from bot.prompting import HIDDEN_STATUSES
 from bot.text import estimate_tokens
-from memory.conversations import SqlConversationStore
-from memory.records import StoredMessage
+from memory.store.conversations import SqlConversationStore
+from memory.store.records import StoredMessage
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """Alembic environment: runs migrations over an async engine.
 
-`memory.database.migrate` hands a live connection in `config.attributes["connection"]`
+`memory.store.database.migrate` hands a live connection in `config.attributes["connection"]`
 (so migrations run inside the app's event loop); the `alembic` command line instead
 gives `sqlalchemy.url` and this module opens its own async engine.
 """

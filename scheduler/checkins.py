@@ -9,7 +9,7 @@ from datetime import datetime
 import structlog
 
 from bot import metrics
-from memory.timezone_asks import claim_second_asks
+from memory.store.timezone_asks import claim_second_asks
 from scheduler.claims import claim_checkins, claim_followups, schedule_new
 from scheduler.deps import SchedulerDeps
 from scheduler.dispatch import dispatch

@@ -15,12 +15,12 @@ from bot.errors import LLMBadOutput
 from bot.llm import LLMRequest, Turn
 from bot.prompting import HIDDEN_STATUSES, dynamic_system
 from bot.timing import zone
-from memory.context import assemble_context
-from memory.extraction_prompt import strip_memory_blocks
-from memory.log_statements import stored_messages
-from memory.records import Person, StoredMessage
-from memory.tables import Message
-from memory.tables import Session as SessionRow
+from memory.learning.extraction_prompt import strip_memory_blocks
+from memory.recall.context import assemble_context
+from memory.store.log_statements import stored_messages
+from memory.store.records import Person, StoredMessage
+from memory.store.tables import Message
+from memory.store.tables import Session as SessionRow
 from scheduler.deps import SchedulerDeps
 from scheduler.prompts import (
     CHECKIN_RULES,

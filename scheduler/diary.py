@@ -16,7 +16,7 @@ import structlog
 from sqlalchemy import text
 
 from bot.timing import zone
-from memory.diary import day_messages, save_entry
+from memory.learning.diary import day_messages, save_entry
 from scheduler.deps import SchedulerDeps
 from scheduler.prompts import DIARY_SYSTEM, DIARY_TOOL, DiaryAnswer, diary_prompt
 

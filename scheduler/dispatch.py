@@ -17,8 +17,8 @@ from bot.domain import Reply
 from bot.errors import DeliveryFailed, LLMUnavailable
 from bot.logs import bind_person
 from bot.timing import zone
-from memory.records import Person
-from memory.tables import Memory, Outreach
+from memory.store.records import Person
+from memory.store.tables import Memory, Outreach
 from scheduler.claims import effective_time
 from scheduler.compose import Occasion, compose
 from scheduler.deps import SchedulerDeps

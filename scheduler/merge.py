@@ -15,9 +15,9 @@ from datetime import datetime
 import structlog
 from sqlalchemy import select, text, update
 
-from memory.items import LIVE_STATUSES, Candidate
-from memory.memory_events import record_event
-from memory.tables import Memory, Thread
+from memory.store.items import LIVE_STATUSES, Candidate
+from memory.store.memory_events import record_event
+from memory.store.tables import Memory, Thread
 from scheduler.deps import SchedulerDeps
 from scheduler.patrol_steps import Batch
 from scheduler.prompts import MERGE_SYSTEM, MERGE_TOOL, MergedText, merge_prompt

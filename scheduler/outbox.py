@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, or_, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.log_statements import current_session
-from memory.tables import Message, Outreach
+from memory.store.log_statements import current_session
+from memory.store.tables import Message, Outreach
 
 FINAL = ("sent", "skipped", "failed", "unknown")
 

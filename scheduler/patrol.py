@@ -26,9 +26,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot import metrics
 from bot.timing import next_checkin
-from memory.actions import SqlActionStore
-from memory.extraction import extract_session
-from memory.session_summary import rebuild_stale_summaries
+from memory.learning.extraction import extract_session
+from memory.learning.session_summary import rebuild_stale_summaries
+from memory.store.actions import SqlActionStore
 from scheduler.deps import SchedulerDeps
 from scheduler.diary import write_diaries
 from scheduler.merge import find_folds, fold, merge_with_model, promote

@@ -12,7 +12,7 @@ until superseded or forgotten, so they only fade. Pinned and explicit (source 'u
 memories never decay.
 
 The 30-day trash purge deletes forgotten memories with their earlier versions and
-erases the words they came from (`memory.forgetting.purge_forgotten`).
+erases the words they came from (`memory.care.forgetting.purge_forgotten`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memory.forgetting import TRASH_DAYS, purge_forgotten
+from memory.care.forgetting import TRASH_DAYS, purge_forgotten
 
 DECAY_SESSIONS = 30.0
 DYING_BELOW = 2.0

@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot.llm import ToolSpec
-from memory.extraction_prompt import strip_memory_blocks
-from memory.records import StoredMessage
+from memory.learning.extraction_prompt import strip_memory_blocks
+from memory.store.records import StoredMessage
 
 CHECKIN_RULES = """You are about to start a conversation on your own: the person has not \
 written to you. Rules for messages you start:

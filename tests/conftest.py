@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core, build_core
 from bot.config import Settings
-from memory.database import create_engine, migrate, session_factory, start_embedded
+from memory.store.database import create_engine, migrate, session_factory, start_embedded
 from tests.fakes.chat_llm import ScriptedLLM
 
 REPORT_PROPERTY = "report"

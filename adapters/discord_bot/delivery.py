@@ -24,7 +24,7 @@ from adapters.discord_bot.rendering import has_content, send_to_channel
 from bot.bootstrap import Core
 from bot.domain import Recipient, Reply
 from bot.errors import ConfigurationError, DeliveryFailed
-from memory.conversations import SqlConversationStore
+from memory.store.conversations import SqlConversationStore
 
 log = structlog.get_logger(__name__)
 

@@ -17,7 +17,7 @@ from adapters.telegram_bot.inbound import PLATFORM
 from adapters.telegram_bot.outbound import TelegramSender
 from bot.domain import Recipient, Reply
 from bot.errors import DeliveryFailed
-from memory.conversations import SqlConversationStore
+from memory.store.conversations import SqlConversationStore
 
 log = structlog.get_logger(__name__)
 

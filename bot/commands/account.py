@@ -8,10 +8,10 @@ from datetime import timedelta
 from bot.commands.base import ButtonSpec, CommandDeps, is_number, make_buttons
 from bot.domain import Document, IncomingMessage, Reply
 from bot.timezone_onboarding import QUESTION, TimezoneOnboarding
-from memory.diary import DiaryRecord, recent_entries
-from memory.erasure import count_person_data, erase_person
-from memory.export import export_person
-from memory.records import Person
+from memory.care.erasure import count_person_data, erase_person
+from memory.care.export import export_person
+from memory.learning.diary import DiaryRecord, recent_entries
+from memory.store.records import Person
 
 HELP = """I'm your companion: talk to me about anything, and I'll remember what matters to you.
 

@@ -10,12 +10,12 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.domain import Button, ButtonPress, IncomingMessage
-from memory.actions import Action, SqlActionStore
-from memory.conversations import SqlConversationStore
-from memory.memories import SqlMemoryRepository
-from memory.ports import Clock, ToolCaller
-from memory.provenance import record_command
-from memory.records import Person
+from memory.care.provenance import record_command
+from memory.store.actions import Action, SqlActionStore
+from memory.store.conversations import SqlConversationStore
+from memory.store.memories import SqlMemoryRepository
+from memory.store.ports import Clock, ToolCaller
+from memory.store.records import Person
 
 ACTION_PREFIX = "a"
 MAX_SEARCH = 200  # characters of text to look for in what is remembered

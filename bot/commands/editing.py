@@ -16,10 +16,10 @@ from bot.commands.base import (
     record_source,
 )
 from bot.domain import Reply
-from memory.errors import MemoryNotFound, NotAboutThePerson, NothingToUndo, PinLimitReached
-from memory.extraction import remember_explicit
-from memory.items import MemoryItem
-from memory.records import Person
+from memory.learning.extraction import remember_explicit
+from memory.store.errors import MemoryNotFound, NotAboutThePerson, NothingToUndo, PinLimitReached
+from memory.store.items import MemoryItem
+from memory.store.records import Person
 
 USAGE = {
     "forget": "Tell me what to forget: /forget m12 (an id from /memory), /forget my old "

@@ -16,8 +16,8 @@ from bot.commands.base import (
     parse_label,
 )
 from bot.domain import Reply
-from memory.items import MemoryItem
-from memory.records import Person
+from memory.store.items import MemoryItem
+from memory.store.records import Person
 
 EMPTY_MEMORY = (
     "I don't remember anything about you yet.\n\n"

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from bot.commands.base import CommandDeps, make_buttons
 from bot.commands.editing import CREATION, undo_specs
 from bot.domain import Reply
-from memory.items import MemoryItem
-from memory.records import Person
+from memory.store.items import MemoryItem
+from memory.store.records import Person
 
 MAX_LISTED = 8
 FOOTER = "/memory shows everything; /settings turns these notes off."

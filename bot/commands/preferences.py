@@ -10,7 +10,7 @@ from bot.commands.base import ButtonSpec, CommandDeps, make_buttons
 from bot.domain import Reply
 from bot.timezones import Place, find_timezone, suggestions
 from bot.timing import next_checkin, parse_range, parse_time
-from memory.records import Person
+from memory.store.records import Person
 
 CHECKIN_CHOICES = ("08:00", "09:00", "12:00", "18:00", "20:00")
 QUIET_CHOICES = ("22:00-08:00", "23:00-07:00", "21:00-09:00")

@@ -7,9 +7,9 @@ from typing import Any
 
 from bot.commands.base import ButtonSpec, CommandDeps, make_buttons
 from bot.domain import Reply
-from memory.items import UpdateQuestion
-from memory.questions import answer_update
-from memory.records import Person
+from memory.learning.questions import answer_update
+from memory.store.items import UpdateQuestion
+from memory.store.records import Person
 
 MAX_QUOTED = 200
 

@@ -10,7 +10,7 @@ from bot.commands.base import ACTION_PREFIX, CommandDeps, CommandSource, person_
 from bot.commands.router import STALE_BUTTON, Router
 from bot.domain import ButtonPress, IncomingMessage, Reply
 from bot.text import clean_text
-from memory.records import Person
+from memory.store.records import Person
 
 Command = Callable[[CommandDeps, Person, str], Awaitable[Reply]]
 Verb = Callable[[CommandDeps, Person, dict[str, Any]], Awaitable[Reply]]

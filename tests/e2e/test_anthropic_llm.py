@@ -14,7 +14,7 @@ from bot.anthropic_llm import AnthropicLLM
 from bot.errors import LLMBadOutput, LLMTruncated, LLMUnavailable
 from bot.llm import CONVERSATION_START, LLMRequest, ModelRole, ToolCall, ToolResult, ToolSpec, Turn
 from bot.llm_tools import LLMToolCaller
-from memory.errors import AnswerTruncated
+from memory.store.errors import AnswerTruncated
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 
 API_KEY = "sk-ant-test-key"

@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import SqlConversationStore
-from memory.tables import Message, User
+from memory.store.conversations import SqlConversationStore
+from memory.store.tables import Message, User
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.openai_api import FakeOpenAIAPI, ModelTraits
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.tables import Memory
+from memory.store.tables import Memory
 from tests.e2e.test_console import KEY, _companion, _env
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 

@@ -25,9 +25,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import SqlConversationStore
-from memory.tables import Identity, Memory, MemoryEvent, Message, Outreach, User
-from memory.tables import Session as SessionRow
+from memory.store.conversations import SqlConversationStore
+from memory.store.tables import Identity, Memory, MemoryEvent, Message, Outreach, User
+from memory.store.tables import Session as SessionRow
 from tests.conftest import REPORT_PROPERTY
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.telegram_api import FakeTelegramAPI

@@ -23,7 +23,7 @@ from adapters.ratelimit import RATE_LIMITED
 from bot.bootstrap import Core
 from bot.domain import IncomingMessage, Reply
 from bot.llm import LLMRequest
-from memory.tables import Message
+from memory.store.tables import Message
 from tests.fakes.chat_llm import ScriptedLLM, context_text, text
 from tests.fakes.discord_api import (
     GUILD_CHANNEL_ID,

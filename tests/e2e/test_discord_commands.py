@@ -17,9 +17,9 @@ from sqlalchemy import select
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.domain import IncomingMessage
-from memory.erasure import count_person_data
-from memory.items import MemoryItem
-from memory.tables import Identity
+from memory.care.erasure import count_person_data
+from memory.store.items import MemoryItem
+from memory.store.tables import Identity
 from tests.conftest import FakeClock
 from tests.e2e.test_discord_bot import ALICE, BOB, point_at, replies_in, running
 from tests.e2e.test_discord_interactions import answered, message_of

@@ -20,7 +20,7 @@ from bot.commands.catalog import COMMANDS
 from bot.config import Settings
 from bot.domain import Button, IncomingMessage, Recipient, Reply
 from bot.errors import ConfigurationError, DeliveryFailed
-from memory.tables import Identity
+from memory.store.tables import Identity
 from tests.fakes.discord_api import TOKEN, FakeDiscord
 
 ALICE = 310_000_000_000_000_001

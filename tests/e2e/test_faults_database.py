@@ -19,8 +19,8 @@ from sqlalchemy import select
 
 from bot.bootstrap import Core, build_core
 from bot.config import Settings
-from memory.database import EmbeddedPostgres, start_embedded
-from memory.tables import Message
+from memory.store.database import EmbeddedPostgres, start_embedded
+from memory.store.tables import Message
 from tests.e2e.test_telegram import running
 from tests.e2e.test_telegram_lifecycle import free_port
 from tests.fakes.chat_llm import ScriptedLLM

@@ -25,8 +25,8 @@ from bot.bootstrap import Core, build_core
 from bot.config import Settings
 from bot.conversation import APOLOGY
 from bot.domain import IncomingMessage
-from memory.tables import Memory, Message
-from memory.tables import Session as SessionRow
+from memory.store.tables import Memory, Message
+from memory.store.tables import Session as SessionRow
 from tests.conftest import FakeClock
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Step, TextReply, ToolUseReply
 from tests.support.timezone_question import plain

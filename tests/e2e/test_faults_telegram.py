@@ -23,7 +23,7 @@ from adapters.ratelimit import RateLimiter
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.llm import LLMRequest
-from memory.tables import Message
+from memory.store.tables import Message
 from tests.e2e.test_telegram import GatedLLM, rows, running
 from tests.fakes.telegram_api import ApiError, FakeTelegramAPI
 from tests.support.timezone_question import plain

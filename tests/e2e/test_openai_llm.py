@@ -23,18 +23,18 @@ from bot.errors import ConfigurationError, LLMBadOutput, LLMTruncated, LLMUnavai
 from bot.llm import CONVERSATION_START, LLMRequest, ToolCall, ToolResult, ToolSpec, Turn
 from bot.llm_tools import LLMToolCaller
 from bot.openai_llm import OpenAILLM
-from memory.conversations import SqlConversationStore
-from memory.embedder_identity import check_embedder, column_width
-from memory.embeddings import (
+from memory.recall.embedder_identity import check_embedder, column_width
+from memory.recall.embeddings import (
     EmbeddingRejected,
     EmbeddingUnavailable,
     RecentEmbeddings,
     WordLlamaEmbedder,
 )
-from memory.errors import AnswerTruncated, EmbedderMismatch
-from memory.openai_embeddings import OpenAICompatibleEmbedder
-from memory.reembed import reembed
-from memory.tables import Message
+from memory.recall.openai_embeddings import OpenAICompatibleEmbedder
+from memory.recall.reembed import reembed
+from memory.store.conversations import SqlConversationStore
+from memory.store.errors import AnswerTruncated, EmbedderMismatch
+from memory.store.tables import Message
 from tests.conftest import FakeClock
 from tests.fakes.openai_api import FakeOpenAIAPI, ModelTraits, TextReply
 from tests.support.timezone_question import plain

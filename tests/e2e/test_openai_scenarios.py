@@ -16,7 +16,7 @@ from bot.bootstrap import Core, build_core
 from bot.config import Settings
 from bot.domain import IncomingMessage
 from bot.openai_llm import OpenAILLM
-from memory.tables import Memory
+from memory.store.tables import Memory
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.extractor import RuleExtractor

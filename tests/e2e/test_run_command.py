@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import SqlConversationStore
-from memory.tables import Message, Outreach, User
+from memory.store.conversations import SqlConversationStore
+from memory.store.tables import Message, Outreach, User
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Step, TextReply, ToolUseReply
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.support.companion_process import KEY, companion_env, start_companion, terminate

@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import SqlConversationStore
-from memory.tables import Message, Outreach
+from memory.store.conversations import SqlConversationStore
+from memory.store.tables import Message, Outreach
 from tests.fakes.anthropic_api import (
     DEFAULT_REPLY,
     FakeAnthropicAPI,

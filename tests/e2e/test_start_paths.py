@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from memory.database import create_engine
+from memory.store.database import create_engine
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.support.companion_process import RunningCompanion, companion_env
 

@@ -25,7 +25,7 @@ from bot.commands.catalog import COMMANDS
 from bot.config import Settings
 from bot.domain import IncomingMessage, Reply
 from bot.llm import Completion, LLMRequest
-from memory.tables import Identity, Message
+from memory.store.tables import Identity, Message
 from tests.fakes.chat_llm import ScriptedLLM, text
 from tests.fakes.telegram_api import TOKEN, FakeTelegramAPI, escape
 from tests.support.timezone_question import answer_part

@@ -20,9 +20,9 @@ from adapters.telegram_bot.handlers import SENT_PRIVATELY
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.domain import IncomingMessage
-from memory.erasure import count_person_data
-from memory.items import MemoryItem
-from memory.tables import User
+from memory.care.erasure import count_person_data
+from memory.store.items import MemoryItem
+from memory.store.tables import User
 from tests.conftest import FakeClock
 from tests.e2e.test_telegram import ALICE, BOB, identity, running
 from tests.fakes.telegram_api import FakeTelegramAPI, SentMessage

@@ -18,7 +18,7 @@ from adapters.telegram_bot.delivery import failure_for
 from bot.bootstrap import Core
 from bot.domain import Recipient, Reply
 from bot.errors import ConfigurationError, DeliveryFailed
-from memory.tables import Message
+from memory.store.tables import Message
 from tests.e2e.test_telegram import (
     ALICE,
     BOB,

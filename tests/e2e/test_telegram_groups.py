@@ -12,7 +12,7 @@ from adapters.telegram_bot import TelegramAdapter
 from adapters.telegram_bot.handlers import SENT_PRIVATELY
 from bot.bootstrap import Core
 from bot.domain import Button, ButtonPress, IncomingMessage, Reply
-from memory.tables import Message
+from memory.store.tables import Message
 from tests.e2e.test_telegram import ALICE, BOB, identity, rows, running
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegramAPI

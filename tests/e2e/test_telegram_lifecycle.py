@@ -17,7 +17,7 @@ from adapters.telegram_bot import TelegramAdapter, run_telegram
 from bot.bootstrap import Core
 from bot.domain import IncomingMessage
 from bot.errors import ConfigurationError
-from memory.tables import Message
+from memory.store.tables import Message
 from tests.conftest import FakeClock
 from tests.e2e.test_telegram import ALICE, rows, running, telegram_settings
 from tests.fakes.chat_llm import ScriptedLLM

@@ -18,7 +18,7 @@ from adapters.console.chat import ConsoleChat
 from adapters.telegram_bot import TelegramAdapter
 from bot.bootstrap import Core
 from bot.timezone_onboarding import QUESTION
-from memory.tables import Identity, User
+from memory.store.tables import Identity, User
 from tests.e2e.test_discord_bot import ALICE as DISCORD_ALICE
 from tests.e2e.test_discord_bot import point_at, replies_in
 from tests.e2e.test_discord_bot import running as discord_running

@@ -10,7 +10,7 @@ from bot.commands.router import Router
 from bot.conversation import Conversation, ConversationConfig
 from bot.domain import IncomingMessage
 from bot.prompting import load_persona
-from memory.conversations import SqlConversationStore
+from memory.store.conversations import SqlConversationStore
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 

@@ -16,7 +16,7 @@ from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.commands.setup import VERBS
 from bot.domain import Button, Reply
-from memory.tables import ButtonAction, Identity, MemoryEvent
+from memory.store.tables import ButtonAction, Identity, MemoryEvent
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.delivery import RecordingDelivery

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.domain import ButtonPress, IncomingMessage, Reply
-from memory.tables import Memory, MemoryEvent, User
+from memory.store.tables import Memory, MemoryEvent, User
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM, context_text
 

@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.context import AssembledContext, assemble_context
-from memory.embeddings import WordLlamaEmbedder
-from memory.items import Candidate, MemoryItem
-from memory.memories import SqlMemoryRepository
-from memory.tables import User
+from memory.recall.context import AssembledContext, assemble_context
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.store.items import Candidate, MemoryItem
+from memory.store.memories import SqlMemoryRepository
+from memory.store.tables import User
 from tests.conftest import FakeClock
 
 Db = async_sessionmaker[AsyncSession]

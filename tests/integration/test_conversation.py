@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.commands.router import Router
 from bot.conversation import APOLOGY, EMPTY_REPLY, Conversation
-from memory.tables import Identity, Message, Session, User
+from memory.store.tables import Identity, Message, Session, User
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM, text
 from tests.integration.conftest import says

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bench.reconcile_recall import evaluate, load, recall, report
-from memory.embeddings import WordLlamaEmbedder
+from memory.recall.embeddings import WordLlamaEmbedder
 from tests.conftest import REPORT_PROPERTY
 
 

@@ -13,12 +13,12 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.bootstrap import Core
-from memory.embeddings import WordLlamaEmbedder
-from memory.errors import AnswerTruncated
-from memory.extraction import RETRY_MAX_TOKENS, due_sessions, remember_explicit
-from memory.items import Candidate
-from memory.memories import SqlMemoryRepository
-from memory.questions import answer_update
+from memory.learning.extraction import RETRY_MAX_TOKENS, due_sessions, remember_explicit
+from memory.learning.questions import answer_update
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.store.errors import AnswerTruncated
+from memory.store.items import Candidate
+from memory.store.memories import SqlMemoryRepository
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.delivery import RecordingDelivery
@@ -483,7 +483,7 @@ async def test_a_close_memory_the_prompt_did_not_show_is_judged_by_a_second_call
     clock: FakeClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("memory.extraction.KNOWN_IN_PROMPT", 0)  # a prompt that shows none
+    monkeypatch.setattr("memory.learning.extraction.KNOWN_IN_PROMPT", 0)  # a prompt that shows none
     alice = await person(db)
     diet = await low(repo, alice, "The person is vegetarian", "preference")
     session_id, (said,) = await conversation(

@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from bot.bootstrap import build_core
 from bot.config import Settings
 from bot.domain import IncomingMessage
-from memory.database import async_url, check_idle_connections, migrate, start_embedded
-from memory.tables import Message
+from memory.store.database import async_url, check_idle_connections, migrate, start_embedded
+from memory.store.tables import Message
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.support.timezone_question import plain
 

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.bootstrap import Core, build_core
 from bot.config import Settings
 from bot.domain import IncomingMessage, Reply
-from memory.tables import Memory, MemoryEvent, Message, User
+from memory.store.tables import Memory, MemoryEvent, Message, User
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.support.catalog import snapshot, user_id_of

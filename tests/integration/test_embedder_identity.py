@@ -14,10 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from bot.bootstrap import build_core
 from bot.config import Settings
 from bot.errors import ConfigurationError
-from memory.embedder_identity import column_width, recorded_embedder
-from memory.embeddings import WordLlamaEmbedder
-from memory.errors import EmbedderSpec
-from memory.reembed import reembed
+from memory.recall.embedder_identity import column_width, recorded_embedder
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.reembed import reembed
+from memory.store.errors import EmbedderSpec
 from tests.fakes.chat_llm import ScriptedLLM
 
 Db = async_sessionmaker[AsyncSession]

@@ -11,8 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
-from memory.items import content_hash
-from memory.tables import DiaryEntry, HeldNotice, Memory, MemoryQuestion, Outreach, Thread
+from memory.store.items import content_hash
+from memory.store.tables import DiaryEntry, HeldNotice, Memory, MemoryQuestion, Outreach, Thread
 from tests.conftest import FakeClock
 from tests.support.catalog import (
     NOT_BY_USER_ID,

@@ -13,19 +13,19 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from structlog.testing import capture_logs
 
-from memory.embeddings import WordLlamaEmbedder
-from memory.erasure import hide_sources
-from memory.extraction import (
+from memory.care.erasure import hide_sources
+from memory.learning.extraction import (
     MEMORY_BLOCK_END,
     MEMORY_BLOCK_START,
     due_sessions,
     extract_session,
     remember_explicit,
 )
-from memory.items import Candidate, ExtractionOutcome
-from memory.memories import SqlMemoryRepository
-from memory.tables import Message, Thread, User
-from memory.tables import Session as SessionRow
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.store.items import Candidate, ExtractionOutcome
+from memory.store.memories import SqlMemoryRepository
+from memory.store.tables import Message, Thread, User
+from memory.store.tables import Session as SessionRow
 from tests.conftest import FakeClock
 from tests.fakes.llm import FakeToolCaller, ToolRequest
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 
 from bot.bootstrap import Core
-from memory.tables import Memory, Message, Outreach, Thread
+from memory.store.tables import Memory, Message, Outreach, Thread
 from scheduler.checkins import minute_tick
 from scheduler.patrol import run_nightly
 from tests.conftest import FakeClock

@@ -18,10 +18,10 @@ from bot.commands.base import CommandDeps
 from bot.domain import Button, Reply
 from bot.notice_window import NoticeWindow
 from bot.outbound import Outbound
-from memory.actions import SqlActionStore
-from memory.conversations import SqlConversationStore
-from memory.database import create_engine, session_factory
-from memory.tables import HeldNotice, Memory
+from memory.store.actions import SqlActionStore
+from memory.store.conversations import SqlConversationStore
+from memory.store.database import create_engine, session_factory
+from memory.store.tables import HeldNotice, Memory
 from scheduler.checkins import minute_tick
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM

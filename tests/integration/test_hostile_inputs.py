@@ -18,7 +18,7 @@ from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.conversation import EMPTY_REPLY
 from bot.domain import ButtonPress, IncomingMessage, Reply
-from memory.erasure import person_tables
+from memory.care.erasure import person_tables
 from tests.fakes.chat_llm import ScriptedLLM, context_text, tool_call
 from tests.fakes.chat_llm import text as completion
 

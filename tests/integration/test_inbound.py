@@ -9,11 +9,11 @@ from datetime import timedelta
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import SqlConversationStore
-from memory.inbound import NewMessage, store_known
-from memory.records import Inbound
-from memory.tables import Identity, Message
-from memory.tables import Session as SessionRow
+from memory.store.conversations import SqlConversationStore
+from memory.store.inbound import NewMessage, store_known
+from memory.store.records import Inbound
+from memory.store.tables import Identity, Message
+from memory.store.tables import Session as SessionRow
 from tests.conftest import FakeClock
 
 Sessions = async_sessionmaker[AsyncSession]

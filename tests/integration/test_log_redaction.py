@@ -29,8 +29,8 @@ import structlog
 from sqlalchemy import BigInteger, bindparam, insert, select
 
 from bot.logs import configure_logging
-from memory.database import create_engine
-from memory.tables import Message
+from memory.store.database import create_engine
+from memory.store.tables import Message
 
 CONTENT = {f"{BOT_TOKEN} {WORDS}"!r}
 configure_logging("INFO", "json")

@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.embeddings import WordLlamaEmbedder
-from memory.errors import MemoryNotFound, NothingToUndo, PinLimitReached
-from memory.items import Candidate, content_hash
-from memory.memories import SqlMemoryRepository
-from memory.tables import Memory, MemoryEvent, User
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.store.errors import MemoryNotFound, NothingToUndo, PinLimitReached
+from memory.store.items import Candidate, content_hash
+from memory.store.memories import SqlMemoryRepository
+from memory.store.tables import Memory, MemoryEvent, User
 from tests.conftest import FakeClock
 
 

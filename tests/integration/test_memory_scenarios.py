@@ -12,10 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.bootstrap import Core, build_core
 from bot.config import Settings
 from bot.domain import IncomingMessage
-from memory.embeddings import EmbeddingUnavailable, WordLlamaEmbedder
-from memory.ports import Vector
-from memory.retrieval import recall
-from memory.tables import Memory, Message
+from memory.recall.embeddings import EmbeddingUnavailable, WordLlamaEmbedder
+from memory.recall.retrieval import recall
+from memory.store.ports import Vector
+from memory.store.tables import Memory, Message
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM, context_text
 from tests.fakes.extractor import RuleExtractor
@@ -295,7 +295,7 @@ async def test_a_long_session_is_folded_into_a_running_summary(
     core: Core, scripted_llm: ScriptedLLM, db: async_sessionmaker[AsyncSession]
 ) -> None:
     from bot.llm import LLMRequest
-    from memory.tables import Message
+    from memory.store.tables import Message
     from tests.fakes.chat_llm import text
 
     def answer(request: LLMRequest) -> object:

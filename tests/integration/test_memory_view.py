@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from bot.bootstrap import Core
-from memory.items import Candidate
+from memory.store.items import Candidate
 from tests.conftest import FakeClock
 from tests.support.catalog import user_id_of
 from tests.support.commands import labels, press, remember, run

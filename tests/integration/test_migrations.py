@@ -1,5 +1,5 @@
 """Every migration can be undone and done again, leaving the same schema; and the schema
-they build is the one `memory.tables` describes."""
+they build is the one `memory.store.tables` describes."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from memory.database import async_url, create_engine, downgrade, migrate
-from memory.tables import Base
+from memory.store.database import async_url, create_engine, downgrade, migrate
+from memory.store.tables import Base
 
 _SCHEMA = """
 SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' '

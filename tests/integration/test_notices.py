@@ -11,7 +11,7 @@ from sqlalchemy import select
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.domain import Reply
-from memory.tables import Memory, MemoryEvent, Message
+from memory.store.tables import Memory, MemoryEvent, Message
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.delivery import RecordingDelivery

@@ -25,8 +25,8 @@ from bot.domain import ButtonPress, IncomingMessage
 from bot.health import Health
 from bot.llm import LLMRequest
 from bot.logs import redact
-from memory.database import create_engine
-from memory.tables import Outreach
+from memory.store.database import create_engine
+from memory.store.tables import Outreach
 from tests.conftest import FakeClock
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.fakes.chat_llm import ScriptedLLM, text

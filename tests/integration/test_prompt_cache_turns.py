@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core, build_core
 from bot.config import Settings
-from memory.items import Candidate
+from memory.store.items import Candidate
 from tests.conftest import FakeClock
 from tests.fakes.anthropic_api import FakeAnthropicAPI
 from tests.integration.conftest import says

@@ -13,10 +13,10 @@ from sqlalchemy import select
 from bot.bootstrap import Core
 from bot.domain import IncomingMessage
 from bot.llm import LLMRequest
-from memory.diary import recent_entries
-from memory.retrieval import recall
-from memory.tables import Memory, Message
-from memory.tables import Session as SessionRow
+from memory.learning.diary import recent_entries
+from memory.recall.retrieval import recall
+from memory.store.tables import Memory, Message
+from memory.store.tables import Session as SessionRow
 from scheduler.patrol import run_nightly
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM, text, tool_call

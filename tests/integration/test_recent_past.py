@@ -17,9 +17,9 @@ from bot.commands.router import Router
 from bot.conversation import Conversation, ConversationConfig
 from bot.domain import IncomingMessage
 from bot.transcript import TIME_NOTES
-from memory.erasure import hide_sources
-from memory.session_summary import summarise_closed_session
-from memory.tables import Message, Session
+from memory.care.erasure import hide_sources
+from memory.learning.session_summary import summarise_closed_session
+from memory.store.tables import Message, Session
 from scheduler.checkins import minute_tick
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM, context_text, text

@@ -10,12 +10,12 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from memory.conversations import SqlConversationStore
-from memory.embedder_identity import column_width
-from memory.embeddings import WordLlamaEmbedder
-from memory.reembed import reembed
-from memory.retrieval import recall
-from memory.tables import Memory
+from memory.recall.embedder_identity import column_width
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.reembed import reembed
+from memory.recall.retrieval import recall
+from memory.store.conversations import SqlConversationStore
+from memory.store.tables import Memory
 from tests.conftest import FakeClock
 
 WIDTH = 256  # what the session's migrated schema uses

@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.conversations import SqlConversationStore
-from memory.embeddings import WordLlamaEmbedder
-from memory.retrieval import candidates, mark_recalled, recall
-from memory.tables import Memory, User
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.retrieval import candidates, mark_recalled, recall
+from memory.store.conversations import SqlConversationStore
+from memory.store.tables import Memory, User
 from tests.conftest import FakeClock
 
 Sessions = async_sessionmaker[AsyncSession]

@@ -16,9 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.bootstrap import Core
 from bot.domain import Recipient, Reply
 from bot.outbound import Outbound
-from memory.conversations import SqlConversationStore
-from memory.database import create_engine, session_factory
-from memory.tables import Message, User
+from memory.store.conversations import SqlConversationStore
+from memory.store.database import create_engine, session_factory
+from memory.store.tables import Message, User
 from scheduler.checkins import minute_tick, run_checkins
 from scheduler.deps import SchedulerDeps
 from tests.conftest import FakeClock

@@ -12,8 +12,8 @@ from sqlalchemy import select
 from bot.bootstrap import Core
 from bot.domain import ButtonPress
 from bot.llm import LLMRequest
-from memory.items import Candidate
-from memory.tables import DiaryEntry, Message
+from memory.store.items import Candidate
+from memory.store.tables import DiaryEntry, Message
 from scheduler.checkins import minute_tick
 from scheduler.patrol import run_nightly
 from tests.conftest import FakeClock

@@ -12,9 +12,9 @@ from sqlalchemy import select, text, update
 from structlog.testing import capture_logs
 
 from bot.bootstrap import Core
-from memory.items import Candidate
-from memory.tables import ButtonAction, Memory, MemoryEvent, Thread, User
-from memory.tables import Session as SessionRow
+from memory.store.items import Candidate
+from memory.store.tables import ButtonAction, Memory, MemoryEvent, Thread, User
+from memory.store.tables import Session as SessionRow
 from scheduler.deps import SchedulerDeps
 from scheduler.patrol import NIGHTLY_LOCK, advisory_lock, run_nightly
 from scheduler.patrol_steps import weight

@@ -14,8 +14,8 @@ from bot.bootstrap import Core
 from bot.domain import IncomingMessage, Reply
 from bot.llm import LLMRequest
 from bot.timing import next_checkin
-from memory.items import Candidate, MemoryItem
-from memory.tables import Identity, Outreach, User
+from memory.store.items import Candidate, MemoryItem
+from memory.store.tables import Identity, Outreach, User
 from scheduler.deps import SchedulerConfig, SchedulerDeps, deps_from
 from tests.fakes.chat_llm import ScriptedLLM, prompt_text
 from tests.fakes.delivery import RecordingDelivery

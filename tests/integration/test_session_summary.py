@@ -17,15 +17,15 @@ from structlog.testing import capture_logs
 from bot.bootstrap import Core
 from bot.domain import IncomingMessage
 from bot.llm import LLMRequest
-from memory.embeddings import WordLlamaEmbedder
-from memory.erasure import hide_sources
-from memory.extraction import extract_session
-from memory.items import ExtractionOutcome
-from memory.memories import SqlMemoryRepository
-from memory.ports import ToolCaller
-from memory.session_summary import SUMMARY_TOOL, summarise_closed_session
-from memory.tables import Message, User
-from memory.tables import Session as SessionRow
+from memory.care.erasure import hide_sources
+from memory.learning.extraction import extract_session
+from memory.learning.session_summary import SUMMARY_TOOL, summarise_closed_session
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.store.items import ExtractionOutcome
+from memory.store.memories import SqlMemoryRepository
+from memory.store.ports import ToolCaller
+from memory.store.tables import Message, User
+from memory.store.tables import Session as SessionRow
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM, context_text
 from tests.fakes.llm import FakeToolCaller

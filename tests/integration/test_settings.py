@@ -9,7 +9,7 @@ from datetime import time
 from sqlalchemy import select
 
 from bot.bootstrap import Core
-from memory.tables import User
+from memory.store.tables import User
 from tests.support.catalog import user_id_of
 from tests.support.commands import labels, press, run
 

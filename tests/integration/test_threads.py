@@ -15,12 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core
 from bot.domain import IncomingMessage
-from memory.embeddings import WordLlamaEmbedder
-from memory.extraction import extract_session
-from memory.items import Candidate, ExtractionOutcome
-from memory.memories import SqlMemoryRepository
-from memory.tables import Memory, Message, Thread, User
-from memory.tables import Session as SessionRow
+from memory.learning.extraction import extract_session
+from memory.recall.embeddings import WordLlamaEmbedder
+from memory.store.items import Candidate, ExtractionOutcome
+from memory.store.memories import SqlMemoryRepository
+from memory.store.tables import Memory, Message, Thread, User
+from memory.store.tables import Session as SessionRow
 from scheduler.patrol import run_nightly
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM

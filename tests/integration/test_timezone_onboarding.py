@@ -12,7 +12,7 @@ from sqlalchemy import select
 from bot.bootstrap import Core
 from bot.domain import IncomingMessage
 from bot.timezone_onboarding import ASKED_AGAIN, QUESTION
-from memory.tables import User
+from memory.store.tables import User
 from scheduler.checkins import minute_tick
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM

@@ -24,7 +24,7 @@ from typing import Any
 
 from bot.errors import LLMUnavailable
 from bot.llm import Completion, LLMRequest, ToolCall, Usage, with_turn_context
-from memory.ports import Clock
+from memory.store.ports import Clock
 from tests.fakes.extractor import RuleExtractor
 
 ToolAnswer = Callable[[LLMRequest], dict[str, object]]

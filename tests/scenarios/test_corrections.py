@@ -10,7 +10,7 @@ from datetime import date, timedelta
 
 from sqlalchemy import select
 
-from memory.tables import Memory
+from memory.store.tables import Memory
 from tests.scenarios.harness import Person, World, memory_labels
 
 MONDAY = date(2026, 10, 19)

@@ -10,7 +10,7 @@ from datetime import date, timedelta
 from sqlalchemy import select
 
 from bot.domain import Button, Reply
-from memory.tables import Memory
+from memory.store.tables import Memory
 from tests.scenarios.harness import Person, World, buttons_of, memory_labels
 
 TUESDAY = date(2026, 10, 20)

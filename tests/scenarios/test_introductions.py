@@ -11,7 +11,7 @@ from datetime import date, timedelta
 
 from sqlalchemy import select
 
-from memory.tables import User
+from memory.store.tables import User
 from tests.scenarios.harness import Mark, Person, Sent, World, assert_quiet_nights, buttons_of
 
 MONDAY = date(2026, 10, 19)

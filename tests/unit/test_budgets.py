@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.working_memory import split_for_summary
-from memory.context import Line, Section, describe_when, fit_sections, render
-from memory.records import StoredMessage
+from memory.recall.context import Line, Section, describe_when, fit_sections, render
+from memory.store.records import StoredMessage
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from aiohttp import web
 
-from memory.embeddings import (
+from memory.recall.embeddings import (
     EmbeddingRejected,
     EmbeddingUnavailable,
     RecentEmbeddings,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.endings import content_words, has_ending, overlap
+from memory.learning.endings import content_words, has_ending, overlap
 
 
 @pytest.mark.parametrize(

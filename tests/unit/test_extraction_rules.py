@@ -8,11 +8,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory.extraction_prompt import ExtractedMemory, extraction_prompt, strip_memory_blocks
-from memory.items import MemoryItem, content_hash
-from memory.lifespan import is_event_date, lifespan, parse_event_date, zone_of
-from memory.reconcile import rejection
-from memory.records import StoredMessage
+from memory.care.lifespan import is_event_date, lifespan, parse_event_date, zone_of
+from memory.learning.extraction_prompt import (
+    ExtractedMemory,
+    extraction_prompt,
+    strip_memory_blocks,
+)
+from memory.learning.reconcile import rejection
+from memory.store.items import MemoryItem, content_hash
+from memory.store.records import StoredMessage
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 CPH = ZoneInfo("Europe/Copenhagen")

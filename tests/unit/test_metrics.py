@@ -14,7 +14,7 @@ from adapters.stats import table
 from bot import metrics
 from bot.health import Health, HealthReport
 from bot.llm import Usage
-from memory.items import ExtractionOutcome
+from memory.store.items import ExtractionOutcome
 
 
 def value(name: str, **labels: str) -> float:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, time
 
 from bot.notice_window import closed_reason
-from memory.held_notices import Window
+from memory.store.held_notices import Window
 
 BERLIN = Window(1, "Europe/Berlin", True, False, time(22), time(8))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from memory.extraction_prompt import parse_answer
-from memory.relevant import kin_terms, named_terms, names, owner_kin, query_pieces
-from memory.retrieval import MAX_QUERY_CHARS
+from memory.learning.extraction_prompt import parse_answer
+from memory.recall.relevant import kin_terms, named_terms, names, owner_kin, query_pieces
+from memory.recall.retrieval import MAX_QUERY_CHARS
 
 
 def test_names_relations_and_attribute_groups_are_the_terms() -> None:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory.retrieval import (
+from memory.recall.retrieval import (
     MAX_QUERY_CHARS,
     Candidate,
     Tuning,

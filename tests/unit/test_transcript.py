@@ -18,8 +18,8 @@ from bot.transcript import (
     summaries_section,
     timed_turns,
 )
-from memory.recent_past import History, SessionDigest
-from memory.records import StoredMessage
+from memory.recall.recent_past import History, SessionDigest
+from memory.store.records import StoredMessage
 
 CPH = ZoneInfo("Europe/Copenhagen")
 LA = ZoneInfo("America/Los_Angeles")

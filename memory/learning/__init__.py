@@ -1,0 +1,7 @@
+"""Learning: what the conversation teaches about a person, decided in code.
+
+It owns extraction and its prompt, reconciliation against what is known, the second-look
+judge, the cue rules for endings and system claims, session summaries, the diary, and the
+questions put to the person when a new statement contradicts a memory they set. It may
+import `memory.store` and `memory.recall`.
+"""

@@ -1,0 +1,7 @@
+"""Recall: embeddings, retrieval and the context a turn is given.
+
+It owns the embedders (offline by default), the record of which embedder made the stored
+vectors, hybrid retrieval over messages and memories, the memories an extraction is shown,
+and the assembly of a turn's context in a token budget. It may import `memory.store`; it
+never learns or forgets anything.
+"""

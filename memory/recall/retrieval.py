@@ -1,0 +1,588 @@
+"""Hybrid recall: what this person said or what is remembered about them, for one query.
+
+One SQL statement ranks the person's own rows two ways, exactly (no approximate index):
+pgvector cosine similarity and BM25 over the english tsvector, with IDF taken from the
+person's own rows and OR semantics over the query's stemmed, stop-word-free terms. A
+message's scores also borrow from its neighbours in the same session, because a reply
+("yes, it went great") is about what the turn before it said. Message cosines are taken
+after removing the mean vector of the person's latest messages (static word embeddings
+share a large common direction, e.g. the speaker's name on every turn), and every row
+also reports its coverage: the IDF-weighted share of the query's terms found in it (and,
+for a message, in the turns either side). Python then fuses the ranks by reciprocal rank
+plus coverage, weights memories by importance, confidence and recency, and puts the
+conversation log below memories. Finally, pseudo-relevance feedback: the best few
+messages lend their most distinctive terms to the query at a lower weight and the
+statement runs once more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Literal
+
+import structlog
+from sqlalchemy import BigInteger, bindparam, text, update
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memory.recall.embeddings import EmbeddingError
+from memory.store.binary_vector import BinaryVector
+from memory.store.ports import Embedder
+from memory.store.tables import Memory
+
+log = structlog.get_logger(__name__)
+
+Mode = Literal["hybrid", "text", "vector"]
+Kind = Literal["memory", "message"]
+MAX_QUERY_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """The knobs of ranking and fusion; message defaults measured on LoCoMo (bench/)."""
+
+    rrf_k: float = 60.0
+    min_similarity: float = 0.2  # cosine below this is not a vector match at all
+    text_weight: float = 1.0
+    memory_vector_weight: float = 1.0
+    message_vector_weight: float = 0.35
+    message_weight: float = 0.6
+    neighbour_1: float = 0.5
+    neighbour_2: float = 0.25
+    bm25_k1: float = 0.9
+    bm25_b: float = 0.4
+    recency_half_life_days: float = 60.0
+    recency_floor: float = 0.7
+    candidates: int = 50
+    centre_vectors: bool = True  # message cosine after removing the person's mean vector
+    centre_prior: float = 20.0  # the mean is shrunk by n / (n + prior) for short histories
+    centre_window: int = 256  # the mean of the person's latest messages: a bounded cost
+    coverage_weight: float = 0.3  # in units of a first-place RRF vote
+    feedback_docs: int = 4  # pseudo-relevance feedback from this many best messages; 0 = off
+    feedback_terms: int = 10
+    feedback_weight: float = 0.2  # of the best expansion term, relative to a query term
+
+
+DEFAULT_TUNING = Tuning()
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """One recalled memory or past message, with its fused score."""
+
+    kind: Kind
+    id: int
+    content: str
+    score: float
+    created_at: datetime
+    short_id: int | None = None
+    tier: str | None = None
+    category: str | None = None
+    importance: float | None = None
+    event_at: datetime | None = None
+    role: str | None = None
+    platform_message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A row as ranked by SQL: its rank in each list (1 = best; None = not in that list)."""
+
+    kind: Kind
+    id: int
+    vector_rank: int | None
+    text_rank: int | None
+    content: str
+    created_at: datetime
+    short_id: int | None = None
+    tier: str | None = None
+    category: str | None = None
+    importance: float | None = None
+    confidence: float | None = None
+    event_at: datetime | None = None
+    role: str | None = None
+    platform_message_id: str | None = None
+    coverage: float = 0.0
+
+
+def rrf_score(ranks: Iterable[tuple[int | None, float]], k: float) -> float:
+    """Reciprocal rank fusion: the sum of weight / (k + rank) over the lists a row is in."""
+    return float(sum(weight / (k + rank) for rank, weight in ranks if rank is not None))
+
+
+def recency_factor(
+    created_at: datetime, now: datetime, half_life_days: float, floor: float
+) -> float:
+    """From 1 (just now) down towards `floor`, halving the distance every half-life."""
+    age_days = max(0.0, (now - created_at).total_seconds() / 86400.0)
+    return floor + (1.0 - floor) * math.pow(0.5, age_days / half_life_days)
+
+
+def memory_factor(importance: float, confidence: float) -> float:
+    """Importance 1–10 maps to 0.55–1.0, confidence 0–1 to 0.5–1.0; multiplied."""
+    clamped = min(10.0, max(1.0, importance))
+    return (0.5 + clamped / 20.0) * (0.5 + 0.5 * min(1.0, max(0.0, confidence)))
+
+
+def fused_score(candidate: Candidate, *, mode: Mode, tuning: Tuning, now: datetime) -> float:
+    """A candidate's final score: RRF over the lists `mode` uses, times its weights."""
+    is_message = candidate.kind == "message"
+    lists = []
+    if mode in ("hybrid", "vector"):
+        weight = tuning.message_vector_weight if is_message else tuning.memory_vector_weight
+        lists.append((candidate.vector_rank, weight if mode == "hybrid" else 1.0))
+    if mode in ("hybrid", "text"):
+        lists.append((candidate.text_rank, tuning.text_weight))
+    score = rrf_score(lists, tuning.rrf_k)
+    if score > 0.0 and mode != "vector":
+        score += tuning.coverage_weight * candidate.coverage / (tuning.rrf_k + 1)
+    if is_message:
+        return score * tuning.message_weight
+    recency = recency_factor(
+        candidate.created_at, now, tuning.recency_half_life_days, tuning.recency_floor
+    )
+    return score * recency * memory_factor(candidate.importance or 1.0, candidate.confidence or 0)
+
+
+def fuse(
+    candidates: Iterable[Candidate],
+    *,
+    k: int,
+    mode: Mode = "hybrid",
+    tuning: Tuning = DEFAULT_TUNING,
+    now: datetime,
+) -> list[Recalled]:
+    """The `k` best candidates by fused score, best first; ties go to the newer row."""
+    scored = [(fused_score(c, mode=mode, tuning=tuning, now=now), c) for c in candidates]
+    scored = [(s, c) for s, c in scored if s > 0.0]
+    scored.sort(key=lambda pair: (-pair[0], -pair[1].created_at.timestamp(), -pair[1].id))
+    return [_recalled(c, s) for s, c in scored[:k]]
+
+
+def _recalled(c: Candidate, score: float) -> Recalled:
+    return Recalled(
+        kind=c.kind,
+        id=c.id,
+        content=c.content,
+        score=score,
+        created_at=c.created_at,
+        short_id=c.short_id,
+        tier=c.tier,
+        category=c.category,
+        importance=c.importance,
+        event_at=c.event_at,
+        role=c.role,
+        platform_message_id=c.platform_message_id,
+    )
+
+
+def clean_query(query: str) -> str:
+    """The query as safe text: no NUL bytes (PostgreSQL rejects them), bounded length."""
+    return query.replace("\x00", " ")[:MAX_QUERY_CHARS]
+
+
+# The statement is assembled from these constant fragments only; the query text, its
+# vector and every id travel as bound parameters. The query's terms are its english
+# lexemes (stemmed, no stop words); `any_term` ORs them, each quoted as a literal lexeme,
+# so no user text is ever parsed as tsquery syntax. On the feedback pass the lexemes of
+# the `:feedback` messages (the person's own, by id) join as candidate expansion terms;
+# each side then keeps its `:fb_terms` most distinctive ones (tf / length times IDF),
+# weighted `:fb_weight` relative to the best of them, and drops the rest.
+_QUERY = r"""
+q_terms AS MATERIALIZED (
+    SELECT coalesce(array_agg(DISTINCT lexeme), '{}') AS lexemes
+    FROM unnest(to_tsvector('english', :qtext))
+),
+fb_terms AS MATERIALIZED (
+    SELECT t.lexeme, sum(coalesce(cardinality(t.positions), 1)
+                         / CAST(greatest(length(f.tsv), 1) AS float8)) AS tfn
+    FROM messages AS f CROSS JOIN q_terms AS qt CROSS JOIN LATERAL unnest(f.tsv) AS t
+    WHERE f.user_id = :uid AND f.id = ANY (:feedback) AND t.lexeme <> ALL (qt.lexemes)
+      AND f.status NOT IN ('apology', 'forgotten', 'command')
+    GROUP BY t.lexeme
+),
+q AS MATERIALIZED (
+    SELECT CAST(:qvec AS vector) AS vec, lexemes, all_lexemes,
+           CAST(nullif(array_to_string(ARRAY(
+               SELECT '''' || replace(replace(l, '\', '\\'), '''', '''''') || ''''
+               FROM unnest(all_lexemes) AS l), ' | '), '') AS tsquery) AS any_term
+    FROM (SELECT lexemes, lexemes || ARRAY(SELECT lexeme FROM fb_terms) AS all_lexemes
+          FROM q_terms) AS qa
+)"""
+
+_BM25 = """
+{p}_stats AS (
+    SELECT count(*) AS n, greatest(avg(length(tsv)), 1) AS avgdl,
+           CAST(:k1 AS float8) AS k1, CAST(:b AS float8) AS b,
+           CAST(:min_sim AS float8) AS min_sim
+    FROM {p}_docs
+),
+{p}_hits AS (
+    SELECT d.id, t.lexeme, coalesce(cardinality(t.positions), 1) AS tf, length(d.tsv) AS dl
+    FROM {p}_docs AS d CROSS JOIN q
+    CROSS JOIN LATERAL unnest(ts_filter(setweight(d.tsv, 'A', q.all_lexemes), '{{a}}')) AS t
+    WHERE d.tsv @@ q.any_term
+),
+{p}_idf AS (
+    SELECT l AS lexeme, l = ANY (q.lexemes) AS original,
+           ln(1 + (s.n - coalesce(f.df, 0) + 0.5) / (coalesce(f.df, 0) + 0.5)) AS idf
+    FROM q CROSS JOIN unnest(q.all_lexemes) AS l CROSS JOIN {p}_stats AS s
+    LEFT JOIN (SELECT lexeme, count(*) AS df FROM {p}_hits GROUP BY lexeme) AS f
+           ON f.lexeme = l
+),
+{p}_expansion AS (
+    SELECT i.lexeme, i.idf, fb.tfn * i.idf AS strength,
+           row_number() OVER (ORDER BY fb.tfn * i.idf DESC, i.lexeme) AS place
+    FROM {p}_idf AS i JOIN fb_terms AS fb USING (lexeme)
+    WHERE NOT i.original
+),
+{p}_weights AS (
+    SELECT lexeme, idf, CAST(1 AS float8) AS weight FROM {p}_idf WHERE original
+    UNION ALL
+    SELECT lexeme, idf, CAST(:fb_weight AS float8) * strength / max(strength) OVER ()
+    FROM {p}_expansion WHERE place <= :fb_terms
+),
+{p}_bm25 AS (
+    SELECT h.id,
+           sum(w.weight * w.idf
+               * h.tf * (s.k1 + 1) / (h.tf + s.k1 * (1 - s.b + s.b * h.dl / s.avgdl))) AS score,
+           array_agg(h.lexeme) FILTER (WHERE w.weight = 1) AS matched
+    FROM {p}_hits AS h JOIN {p}_weights AS w USING (lexeme) CROSS JOIN {p}_stats AS s
+    GROUP BY h.id
+),
+{p}_query_idf AS (
+    SELECT greatest(sum(idf), 1e-9) AS total FROM {p}_idf WHERE original
+)"""
+
+# Centred cosine without vector arithmetic: with unit rows d, q and the (shrunk) mean m,
+# cos(d - m, q - m) = (d.q - d.m - q.m + m.m) / sqrt((1 - 2 d.m + m.m)(1 - 2 q.m + m.m)).
+_MESSAGE_CENTRE = """
+m_mean AS MATERIALIZED (
+    SELECT CAST(:centre AS float8) * count(embedding) / (count(embedding) + :centre_prior)
+               AS shrink, avg(embedding) AS mu
+    FROM (SELECT embedding FROM messages
+          WHERE user_id = :uid AND status NOT IN ('apology', 'forgotten')
+          ORDER BY id DESC LIMIT :centre_window) AS recent
+),
+m_centre AS MATERIALIZED (
+    SELECT c.shrink, coalesce(-(q.vec <#> c.mu), 0) * c.shrink AS qm,
+           coalesce(-(c.mu <#> c.mu), 0) * c.shrink * c.shrink AS mm
+    FROM m_mean AS c CROSS JOIN q
+),"""
+
+_MESSAGE_DOCS = """
+m_docs AS MATERIALIZED (
+    SELECT m.id, m.session_id, m.tsv{doc_vectors}
+    FROM messages AS m{doc_joins}
+    WHERE m.user_id = :uid AND m.status NOT IN ('apology', 'forgotten', 'command')
+      AND m.session_id IS DISTINCT FROM CAST(:exclude_session AS bigint)
+),"""
+
+_MESSAGE_RANKS = """,
+m_scored AS (
+    SELECT d.id, d.session_id,{scored_vectors}
+           coalesce(b.score, 0) AS t, coalesce(b.matched, '{{}}') AS matched
+    FROM m_docs AS d LEFT JOIN m_bm25 AS b USING (id){scored_joins}
+),
+m_spread AS (
+    SELECT id,{spread_vectors} matched,
+           lag(matched, 1, '{{}}') OVER w || lead(matched, 1, '{{}}') OVER w AS near,
+           t + CAST(:n1 AS float8) * (coalesce(lag(t, 1) OVER w, 0)
+                                      + coalesce(lead(t, 1) OVER w, 0))
+             + CAST(:n2 AS float8) * (coalesce(lag(t, 2) OVER w, 0)
+                                      + coalesce(lead(t, 2) OVER w, 0)) AS t
+    FROM m_scored WINDOW w AS (PARTITION BY session_id ORDER BY id)
+),
+m_ranked AS (
+    SELECT id, {vrank} AS vrank,
+           CASE WHEN t > 0 THEN row_number() OVER (ORDER BY t DESC, id DESC) END AS trank,
+           matched || near AS window_terms
+    FROM m_spread CROSS JOIN m_stats AS s
+),
+m_top AS MATERIALIZED (
+    SELECT r.id, r.vrank, r.trank,
+           coalesce((SELECT sum(i.idf) FROM m_idf AS i
+                     WHERE i.original AND i.lexeme = ANY (r.window_terms)), 0) / qi.total
+               AS coverage
+    FROM m_ranked AS r CROSS JOIN m_query_idf AS qi
+    WHERE {kept}
+)"""
+
+_WITH_VECTORS = {
+    "doc_vectors": """, coalesce(1 - (m.embedding <=> q.vec), -1) AS v,
+           coalesce(-(m.embedding <#> q.vec), 0) AS dq,
+           coalesce(-(m.embedding <#> c.mu), 0) * c.shrink AS dm""",
+    "doc_joins": " CROSS JOIN q CROSS JOIN m_mean AS c",
+    "scored_vectors": """ d.v,
+           (d.dq - d.dm - c.qm + c.mm)
+               / sqrt(greatest((1 - 2 * d.dm + c.mm) * (1 - 2 * c.qm + c.mm), 1e-12)) AS cv,""",
+    "scored_joins": " CROSS JOIN m_centre AS c",
+    "spread_vectors": " v, cv,",
+    "vrank": """CASE WHEN v >= s.min_sim
+                THEN row_number() OVER (ORDER BY v >= s.min_sim DESC, cv DESC, id DESC) END""",
+    "kept": "r.vrank <= :n OR r.trank <= :n",
+}
+_WORDS_ONLY = {
+    "doc_vectors": "",
+    "doc_joins": "",
+    "scored_vectors": "",
+    "scored_joins": "",
+    "spread_vectors": "",
+    "vrank": "CAST(NULL AS bigint)",
+    "kept": "r.trank <= :n OR r.id = ANY (:also)",
+}
+
+
+def _messages_sql(*, vectors: bool) -> str:
+    """The message half: ranked by vector and by words, or (`vectors` off, for the
+    feedback pass, whose vector ranks are the first pass's) by words alone, keeping the
+    rows `:also` names so their word ranks are known too."""
+    parts = _WITH_VECTORS if vectors else _WORDS_ONLY
+    return (
+        (_MESSAGE_CENTRE if vectors else "")
+        + _MESSAGE_DOCS.format(**parts)
+        + _BM25.format(p="m")
+        + _MESSAGE_RANKS.format(**parts)
+    )
+
+
+_MEMORIES = (
+    """
+k_docs AS MATERIALIZED (
+    SELECT k.id, k.tsv, coalesce(1 - (k.embedding <=> q.vec), -1) AS v
+    FROM memories AS k CROSS JOIN q
+    WHERE k.user_id = :uid AND k.valid_until IS NULL AND k.status IN ('active', 'dying')
+),"""
+    + _BM25.format(p="k")
+    + """,
+k_ranked AS (
+    SELECT d.id,
+           CASE WHEN d.v >= s.min_sim
+                THEN row_number() OVER (ORDER BY d.v DESC, d.id DESC) END AS vrank,
+           CASE WHEN b.score > 0
+                THEN row_number() OVER (ORDER BY coalesce(b.score, 0) DESC, d.id DESC) END AS trank,
+           coalesce((SELECT sum(i.idf) FROM k_idf AS i
+                     WHERE i.original AND i.lexeme = ANY (b.matched)) / qi.total, 0) AS coverage
+    FROM k_docs AS d LEFT JOIN k_bm25 AS b USING (id) CROSS JOIN k_stats AS s
+    CROSS JOIN k_query_idf AS qi
+)"""
+)
+
+_SELECT_MESSAGES = """
+SELECT 'message' AS kind, m.id, r.vrank AS vector_rank, r.trank AS text_rank,
+       m.content, m.created_at,
+       NULL::int AS short_id, NULL AS tier, NULL AS category, NULL::float AS importance,
+       NULL::float AS confidence, NULL::timestamptz AS event_at, m.role, m.platform_message_id,
+       CAST(r.coverage AS float8) AS coverage
+FROM m_top AS r CROSS JOIN LATERAL (
+    SELECT * FROM messages AS one WHERE one.user_id = :uid AND one.id = r.id
+) AS m"""
+
+_SELECT_MEMORIES = """
+SELECT 'memory' AS kind, k.id, r.vrank AS vector_rank, r.trank AS text_rank,
+       k.content, k.created_at,
+       k.short_id, k.tier, k.category, k.importance, k.confidence, k.event_at,
+       NULL AS role, NULL AS platform_message_id, CAST(r.coverage AS float8) AS coverage
+FROM k_ranked AS r JOIN memories AS k ON k.id = r.id
+WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n)"""
+
+
+@functools.cache
+def _statement(*, messages: bool, memories: bool, dim: int, message_vectors: bool = True) -> Any:
+    ctes = [_QUERY]
+    selects = []
+    if messages:
+        ctes.append(_messages_sql(vectors=message_vectors))
+        selects.append(_SELECT_MESSAGES)
+    if memories:
+        ctes.append(_MEMORIES)
+        selects.append(_SELECT_MEMORIES)
+    sql = "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(selects)
+    binds = [
+        bindparam("qvec", type_=BinaryVector(dim)),
+        bindparam("feedback", type_=ARRAY(BigInteger)),
+    ]
+    if messages and not message_vectors:
+        binds.append(bindparam("also", type_=ARRAY(BigInteger)))
+    return text(sql).bindparams(*binds)
+
+
+async def candidates(
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    user_id: int,
+    query: str,
+    query_vector: Sequence[float],
+    messages: bool = True,
+    memories: bool = True,
+    exclude_session_id: int | None = None,
+    per_list: int = 50,
+    tuning: Tuning = DEFAULT_TUNING,
+    feedback_message_ids: Collection[int] = (),
+    words_only_keeping: Collection[int] | None = None,
+) -> list[Candidate]:
+    """The person's best `per_list` rows by vector and by text, with both ranks; one query.
+
+    `feedback_message_ids` (the person's own messages; others' ids match nothing) lend
+    their most distinctive terms to the query, per `tuning.feedback_terms`/`_weight`.
+    With `words_only_keeping`, messages are ranked by words alone (no vector rank), and
+    the messages it names are returned with their word ranks whatever those are.
+    """
+    if not (messages or memories):
+        return []
+    statement = _statement(
+        messages=messages,
+        memories=memories,
+        dim=len(query_vector),
+        message_vectors=words_only_keeping is None,
+    )
+    params = {
+        "uid": user_id,
+        "qvec": list(query_vector),
+        "qtext": clean_query(query),
+        "exclude_session": exclude_session_id,
+        "n": per_list,
+        "k1": tuning.bm25_k1,
+        "min_sim": tuning.min_similarity,
+        "b": tuning.bm25_b,
+        "n1": tuning.neighbour_1,
+        "n2": tuning.neighbour_2,
+        "feedback": sorted({int(i) for i in feedback_message_ids}),
+        "fb_terms": max(0, tuning.feedback_terms),
+        "fb_weight": tuning.feedback_weight,
+        "centre": 1.0 if tuning.centre_vectors else 0.0,
+        "centre_prior": max(0.0, tuning.centre_prior),
+        "centre_window": max(1, tuning.centre_window),
+    }
+    if words_only_keeping is not None:
+        params |= {"also": sorted({int(i) for i in words_only_keeping})}
+    unused: tuple[str, ...] = ()
+    if not messages:
+        unused = ("exclude_session", "n1", "n2", "centre", "centre_prior", "centre_window")
+    elif words_only_keeping is not None:
+        unused = ("centre", "centre_prior", "centre_window")
+    params = {key: v for key, v in params.items() if key not in unused}
+    async with sessions() as db:
+        rows = (await db.execute(statement, params)).mappings().all()
+    return [Candidate(**row) for row in rows]
+
+
+async def recall(
+    sessions: async_sessionmaker[AsyncSession],
+    embedder: Embedder,
+    *,
+    user_id: int,
+    query: str,
+    k: int = 10,
+    now: datetime,
+    include_messages: bool = True,
+    include_memories: bool = True,
+    exclude_session_id: int | None = None,
+    mode: Mode = "hybrid",
+    tuning: Tuning = DEFAULT_TUNING,
+) -> list[Recalled]:
+    """The `k` memories and past messages of this person most relevant to `query`."""
+    cleaned = clean_query(query)
+    if k <= 0 or not cleaned.strip() or not (include_messages or include_memories):
+        return []
+    try:
+        vector = [float(x) for x in (await embedder.embed([cleaned]))[0]]
+    except EmbeddingError as exc:
+        # Without the query's vector, rank by words alone rather than fail the turn.
+        log.warning("memory.recall_without_vectors", error=type(exc).__name__)
+        vector = [1.0] + [0.0] * (embedder.dim - 1)
+        mode = "text"
+
+    async def ranked(
+        feedback: Collection[int],
+        memories: bool,
+        keeping: Collection[int] | None = None,
+        *,
+        messages: bool = include_messages,
+    ) -> list[Candidate]:
+        return await candidates(
+            sessions,
+            user_id=user_id,
+            query=cleaned,
+            query_vector=vector,
+            messages=messages,
+            memories=memories,
+            exclude_session_id=exclude_session_id,
+            per_list=max(tuning.candidates, k),
+            tuning=tuning,
+            feedback_message_ids=feedback,
+            words_only_keeping=keeping,
+        )
+
+    found = await _first_pass(ranked, include_messages, include_memories)
+    width = max(k, tuning.feedback_docs)
+    result = fuse(found, k=width, mode=mode, tuning=tuning, now=now)
+    feedback = feedback_ids(found, result, mode=mode, tuning=tuning)
+    if feedback:
+        # The expanded query re-ranks messages by words; their vector ranks and the
+        # memories' ranks are the first pass's.
+        by_vector = {c.id: c.vector_rank for c in found if c.kind == "message" and c.vector_rank}
+        width = max(tuning.candidates, k)
+        again = await ranked(feedback, False, [i for i, r in by_vector.items() if r <= width])
+        found = [c for c in found if c.kind == "memory"] + [
+            replace(c, vector_rank=by_vector.get(c.id)) for c in again
+        ]
+        result = fuse(found, k=k, mode=mode, tuning=tuning, now=now)
+    log.debug(
+        "memory.recalled",
+        user_id=user_id,
+        candidates=len(found),
+        feedback=len(feedback),
+        returned=min(k, len(result)),
+    )
+    return result[:k]
+
+
+async def _first_pass(
+    ranked: Callable[..., Awaitable[list[Candidate]]], messages: bool, memories: bool
+) -> list[Candidate]:
+    """Both halves ranked side by side, on two connections: a person's memories and
+    their conversation log cost about as much each as both together on one."""
+    if not (messages and memories):
+        return await ranked((), memories)
+    past, remembered = await asyncio.gather(ranked((), False), ranked((), True, messages=False))
+    return past + remembered
+
+
+def feedback_ids(
+    found: Sequence[Candidate], ranked: Sequence[Recalled], *, mode: Mode, tuning: Tuning
+) -> list[int]:
+    """The best messages to expand the query from: none in vector mode or without a text hit."""
+    if mode == "vector" or tuning.feedback_docs <= 0 or tuning.feedback_terms <= 0:
+        return []
+    if not any(c.text_rank is not None for c in found):
+        return []
+    messages = [r.id for r in ranked if r.kind == "message"]
+    return messages[: tuning.feedback_docs]
+
+
+async def mark_recalled(
+    sessions: async_sessionmaker[AsyncSession],
+    *,
+    user_id: int,
+    memory_ids: Collection[int],
+    now: datetime,
+) -> int:
+    """Count a recall of these memories of this person (revives them in the patrol)."""
+    if not memory_ids:
+        return 0
+    async with sessions.begin() as db:
+        result = await db.execute(
+            update(Memory)
+            .where(Memory.user_id == user_id, Memory.id.in_(list(memory_ids)))
+            .values(
+                recall_count=Memory.recall_count + 1,
+                last_recalled_at=now,
+            )
+        )
+    return int(getattr(result, "rowcount", 0))

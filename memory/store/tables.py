@@ -1,0 +1,502 @@
+"""The database tables, as SQLAlchemy declarative models (the migrations are the schema).
+
+Vectors are declared without a width here: the width is the configured embedding
+dimension, fixed by the migration.
+
+Only repositories in `memory/` touch these; everything above them sees plain
+dataclasses. Every row that belongs to a person carries `user_id`, and every query
+filters by it.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Computed,
+    Date,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    SmallInteger,
+    String,
+    Text,
+    Time,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from memory.store.binary_vector import BinaryVector
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every table."""
+
+
+UNLOADED: dict[str, Any] = {"deferred": True, "deferred_raiseload": True}
+"""Vectors and tsvectors are for SQL to rank with, not for Python to decode on every load
+of a row: loading a row leaves them out, and touching them then raises (undefer them
+where they are needed)."""
+
+
+def _now() -> Any:
+    return func.now()
+
+
+class User(Base):
+    """One person."""
+
+    __tablename__ = "users"
+    __table_args__ = (
+        Index("ix_users_next_checkin", "next_checkin_at"),
+        Index("ix_users_next_patrol", "next_patrol_at"),
+        Index(
+            "ix_users_unscheduled",
+            "id",
+            postgresql_where=text(
+                "next_checkin_at IS NULL AND checkin_time IS NOT NULL AND NOT paused "
+                "AND timezone_known"
+            ),
+        ),
+        Index(  # the second timezone question, asked on their own (memory/store/timezone_asks.py)
+            "ix_users_timezone_asks",
+            "timezone_asked_at",
+            postgresql_where=text("NOT timezone_known AND timezone_asks = 1"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    display_name: Mapped[str | None] = mapped_column(String(200))
+    timezone: Mapped[str] = mapped_column(String(64), server_default="UTC")
+    timezone_known: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    """Whether the person chose `timezone`: until then nothing is scheduled by it."""
+    timezone_asked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    timezone_asks: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+    timezone_offered: Mapped[str | None] = mapped_column(String(64))
+    """The last zone offered from what the person said (not offered twice in a row)."""
+    checkin_time: Mapped[time | None] = mapped_column(Time, server_default=text("'09:00'"))
+    quiet_start: Mapped[time | None] = mapped_column(Time, server_default=text("'22:00'"))
+    quiet_end: Mapped[time | None] = mapped_column(Time, server_default=text("'08:00'"))
+    paused: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    memory_notices: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    reachable: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    next_checkin_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    next_patrol_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_patrol_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    memory_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    session_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    """The person's sessions counted by the nightly patrol so far (decay counts with it)."""
+    pending_edit: Mapped[int | None] = mapped_column(Integer)
+    """The short id of the memory whose new text the person's next private message is."""
+    pending_edit_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class Identity(Base):
+    """A platform account of a person, with the private chat used for outreach."""
+
+    __tablename__ = "identities"
+    __table_args__ = (UniqueConstraint("platform", "platform_user_id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    platform: Mapped[str] = mapped_column(String(32))
+    platform_user_id: Mapped[str] = mapped_column(String(128))
+    chat_id: Mapped[str | None] = mapped_column(String(128))
+    reachable: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class Session(Base):
+    """A stretch of conversation, closed after an idle gap."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_user_open", "user_id", "closed_at"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_message_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    summary: Mapped[str] = mapped_column(Text, server_default="")
+    summarized_through: Mapped[int | None] = mapped_column(BigInteger)
+    extracted_through: Mapped[int | None] = mapped_column(BigInteger)
+    extraction_attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    extraction_due: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    summary_stale: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    """Closed, and its summary dropped since words in it were forgotten or restored: the
+    nightly patrol writes it again from what is visible."""
+
+
+class Message(Base):
+    """Every inbound and outbound message, stored before the model is called."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        Index("ix_messages_user_id", "user_id", "id"),
+        Index("ix_messages_session_id", "session_id", "id"),
+        Index("ix_messages_tsv", "tsv", postgresql_using="gin"),
+        Index(
+            "ix_messages_platform_ref",
+            "platform",
+            "chat_id",
+            "platform_message_id",
+            unique=True,
+            postgresql_where=text("platform_message_id IS NOT NULL AND role = 'user'"),
+        ),
+        Index(
+            "ix_messages_unembedded",
+            "id",
+            postgresql_where=text("embedding IS NULL AND status NOT IN ('apology', 'forgotten')"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    session_id: Mapped[int] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    platform: Mapped[str] = mapped_column(String(32))
+    chat_id: Mapped[str | None] = mapped_column(String(128))
+    platform_message_id: Mapped[str | None] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16), server_default="stored")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    edited_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    model: Mapped[str | None] = mapped_column(String(100))
+    input_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    cache_read_tokens: Mapped[int | None] = mapped_column(Integer)
+    cache_write_tokens: Mapped[int | None] = mapped_column(Integer)
+    embedding: Mapped[list[float] | None] = mapped_column(BinaryVector(), **UNLOADED)
+    tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english', content)", persisted=True), **UNLOADED
+    )
+
+
+class Thread(Base):
+    """An ongoing situation ("job interview at Acme") grouping active memories."""
+
+    __tablename__ = "threads"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    title: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), server_default="open")
+    session_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), server_default=text("'{}'"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class Memory(Base):
+    """One remembered item. Updates insert a new row and end-date the old one."""
+
+    __tablename__ = "memories"
+    __table_args__ = (
+        UniqueConstraint("user_id", "short_id"),
+        CheckConstraint("tier IN ('core', 'active')", name="memories_tier"),
+        CheckConstraint(
+            "category IN ('identity', 'fact', 'relationship', 'preference', "
+            "'thread', 'goal', 'emotion', 'event')",
+            name="memories_category",
+        ),
+        CheckConstraint("source IN ('user', 'extracted', 'companion')", name="memories_source"),
+        CheckConstraint(
+            "status IN ('active', 'dying', 'dead', 'forgotten')", name="memories_status"
+        ),
+        Index(
+            "ix_memories_user_live",
+            "user_id",
+            postgresql_where=text("valid_until IS NULL AND status IN ('active', 'dying')"),
+        ),
+        Index(
+            "ix_memories_user_standing",
+            "user_id",
+            "tier",
+            "pinned",
+            text("importance DESC"),
+            text("id DESC"),
+            postgresql_where=text("valid_until IS NULL AND status IN ('active', 'dying')"),
+        ),
+        Index("ix_memories_user_hash", "user_id", "content_hash"),
+        Index("ix_memories_user_event", "user_id", "event_at"),
+        Index(
+            "ix_memories_person_events",
+            "user_id",
+            "event_at",
+            postgresql_include=["id", "created_at"],
+            postgresql_where=text(
+                "category = 'event' AND valid_until IS NULL AND status IN ('active', 'dying')"
+            ),
+        ),
+        Index("ix_memories_tsv", "tsv", postgresql_using="gin"),
+        # Follow-ups: events whose time has passed, across everyone.
+        Index(
+            "ix_memories_event_due",
+            "event_at",
+            postgresql_where=text("category = 'event' AND valid_until IS NULL"),
+        ),
+        # The nightly patrol reads only the rows a step can change, never all of a person's.
+        Index(
+            "ix_memories_patrol_expiry",
+            "user_id",
+            "expires_at",
+            postgresql_where=text(
+                "tier = 'active' AND valid_until IS NULL AND status IN ('active', 'dying') "
+                "AND NOT pinned"
+            ),
+        ),
+        Index(
+            "ix_memories_dying",
+            "user_id",
+            postgresql_where=text("status = 'dying' AND valid_until IS NULL"),
+        ),
+        Index(
+            "ix_memories_trash",
+            "user_id",
+            "forgotten_at",
+            postgresql_where=text("status = 'forgotten'"),
+        ),
+        Index(
+            "ix_memories_user_created",
+            "user_id",
+            "created_at",
+            postgresql_where=text("valid_until IS NULL AND status IN ('active', 'dying')"),
+        ),
+        Index(
+            "ix_memories_superseded_by",
+            "superseded_by",
+            postgresql_where=text("superseded_by IS NOT NULL"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    short_id: Mapped[int] = mapped_column(Integer)
+    tier: Mapped[str] = mapped_column(String(8))
+    category: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    importance: Mapped[float] = mapped_column(Float)
+    confidence: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(16))
+    source_message_ids: Mapped[list[int]] = mapped_column(
+        ARRAY(BigInteger), server_default=text("'{}'")
+    )
+    thread_id: Mapped[int | None] = mapped_column(ForeignKey("threads.id", ondelete="SET NULL"))
+    event_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    valid_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    superseded_by: Mapped[int | None] = mapped_column(
+        ForeignKey("memories.id", ondelete="SET NULL")
+    )
+    pinned: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    status: Mapped[str] = mapped_column(String(16), server_default="active")
+    forgotten_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    recall_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    last_recalled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    recall_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    """The person's `session_seq` when this memory was made or last recalled."""
+    embedding: Mapped[list[float] | None] = mapped_column(BinaryVector(), **UNLOADED)
+    tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english', content)", persisted=True), **UNLOADED
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class MemoryEvent(Base):
+    """Audit trail: who did what to which memory, and when. Powers undo and history."""
+
+    __tablename__ = "memory_events"
+    __table_args__ = (
+        Index("ix_memory_events_user", "user_id", "id"),
+        Index("ix_memory_events_memory", "memory_id"),
+        # Threads and goals mentioned again since the last patrol (promotion to core).
+        Index(
+            "ix_memory_events_refresh",
+            "user_id",
+            "created_at",
+            postgresql_where=text("action = 'refresh'"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    memory_id: Mapped[int | None] = mapped_column(ForeignKey("memories.id", ondelete="CASCADE"))
+    action: Mapped[str] = mapped_column(String(24))
+    actor: Mapped[str] = mapped_column(String(16))
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class MemoryQuestion(Base):
+    """A proposed update of an explicit or pinned memory, put to the person once: the
+    proposal, the messages it came from, and their answer."""
+
+    __tablename__ = "memory_questions"
+    __table_args__ = (
+        UniqueConstraint("user_id", "memory_id", "content_hash", name="uq_memory_questions_once"),
+        CheckConstraint(
+            "status IN ('pending', 'accepted', 'declined', 'stale')",
+            name="memory_questions_status",
+        ),
+        Index("ix_memory_questions_memory", "memory_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    memory_id: Mapped[int] = mapped_column(ForeignKey("memories.id", ondelete="CASCADE"))
+    content: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    category: Mapped[str] = mapped_column(String(16))
+    tier: Mapped[str] = mapped_column(String(8))
+    importance: Mapped[float] = mapped_column(Float)
+    confidence: Mapped[float] = mapped_column(Float)
+    event_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    source_message_ids: Mapped[list[int]] = mapped_column(
+        ARRAY(BigInteger), server_default=text("'{}'")
+    )
+    status: Mapped[str] = mapped_column(String(16), server_default="pending")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    answered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ButtonAction(Base):
+    """The meaning behind a button's opaque token, for one person, until it expires."""
+
+    __tablename__ = "button_actions"
+    __table_args__ = (
+        Index("ix_button_actions_user", "user_id"),
+        Index("ix_button_actions_expires", "expires_at"),
+    )
+
+    token: Mapped[str] = mapped_column(String(24), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    verb: Mapped[str] = mapped_column(String(32))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'"))
+    single_use: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class Outreach(Base):
+    """The delivery outbox: one row per intended proactive message, keyed for idempotency.
+
+    Written before anything is sent; `sending` is committed before delivery, so a crash
+    in between leaves a row that recovery marks `unknown` instead of sending again.
+    """
+
+    __tablename__ = "outreach"
+    __table_args__ = (
+        CheckConstraint("kind IN ('checkin', 'followup')", name="outreach_kind"),
+        CheckConstraint(
+            "status IN ('pending', 'sending', 'sent', 'skipped', 'failed', 'unknown')",
+            name="outreach_status",
+        ),
+        Index("ix_outreach_user", "user_id", "id"),
+        Index(
+            "ix_outreach_in_flight",
+            "lease_until",
+            postgresql_where=text("status IN ('pending', 'sending') AND merged_into IS NULL"),
+        ),
+        Index(
+            "ix_outreach_merged", "merged_into", postgresql_where=text("merged_into IS NOT NULL")
+        ),
+        Index("ix_outreach_memory", "memory_id", postgresql_where=text("memory_id IS NOT NULL")),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))
+    idempotency_key: Mapped[str] = mapped_column(String(200), unique=True)
+    # The followed-up memory. Not a foreign key: checking one locked (wrote) the memory's
+    # row for every follow-up claimed; the trash purge clears it instead (migration 0010).
+    memory_id: Mapped[int | None] = mapped_column(BigInteger)
+    merged_into: Mapped[int | None] = mapped_column(ForeignKey("outreach.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(16), server_default="pending")
+    reason: Mapped[str | None] = mapped_column(String(32))
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    due_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    claim_token: Mapped[str | None] = mapped_column(String(32))
+    text: Mapped[str | None] = mapped_column(Text)
+    platform: Mapped[str | None] = mapped_column(String(32))
+    platform_message_id: Mapped[str | None] = mapped_column(String(128))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class HeldNotice(Base):
+    """Something the companion would have said on its own outside the person's allowed
+    window (quiet hours, pause, timezone not known yet), kept until the window opens.
+
+    Memory notices keep only the memories' ids (their text and Undo buttons are made
+    when released); other messages keep their text and buttons as they were.
+    """
+
+    __tablename__ = "held_notices"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('held', 'sending', 'sent', 'dropped')", name="held_notices_status"
+        ),
+        Index(
+            "ix_held_notices_waiting",
+            "created_at",
+            "id",
+            postgresql_where=text("status = 'held'"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    memory_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), server_default=text("'{}'"))
+    buttons: Mapped[list[Any]] = mapped_column(JSONB, server_default=text("'[]'"))
+    text: Mapped[str] = mapped_column(Text, server_default="")
+    status: Mapped[str] = mapped_column(String(16), server_default="held")
+    reason: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    released_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class DiaryEntry(Base):
+    """The companion's diary about one person's day, and its notes to self for the next."""
+
+    __tablename__ = "diary_entries"
+    __table_args__ = (UniqueConstraint("user_id", "local_date", name="uq_diary_entries_user_date"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    local_date: Mapped[date] = mapped_column(Date)
+    lines: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
+    notes_to_self: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
+    source_message_ids: Mapped[list[int]] = mapped_column(
+        ARRAY(BigInteger), server_default=text("'{}'")
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class EmbedderIdentity(Base):
+    """The one embedder whose vectors are stored (its name and width); see
+    `memory.recall.embedder_identity`."""
+
+    __tablename__ = "embedder_identity"
+    __table_args__ = (
+        CheckConstraint("id = 1", name="embedder_identity_one_row"),
+        CheckConstraint("dim > 0", name="embedder_identity_dim"),
+    )
+
+    id: Mapped[int] = mapped_column(SmallInteger, primary_key=True, server_default=text("1"))
+    embedder: Mapped[str] = mapped_column(Text)
+    dim: Mapped[int] = mapped_column(Integer)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
