@@ -3,11 +3,13 @@ database for every test that asks for one, and a controllable clock; and the rep
 tests hand to the terminal summary.
 
 With `DATABASE_URL` set, tests use that server (it must have pgvector); otherwise an
-embedded server starts once in a temporary directory.
+embedded server starts once in a temporary directory. Under pytest-xdist every worker is a
+session of its own: its own embedded server, or its own database on the external one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -16,11 +18,17 @@ from pathlib import Path
 
 import pytest
 import structlog
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy import URL, make_url, text
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 from bot.bootstrap import Core, build_core
 from bot.config import Settings
-from memory.store.database import create_engine, migrate, session_factory, start_embedded
+from memory.store.database import async_url, create_engine, migrate, session_factory, start_embedded
 from tests.fakes.chat_llm import ScriptedLLM
 
 REPORT_PROPERTY = "report"
@@ -65,11 +73,35 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A PostgreSQL URL for the whole session: `DATABASE_URL` or an embedded server."""
     external = os.environ.get("DATABASE_URL")
     if external:
-        yield external
+        yield _worker_database(external)
         return
     server = start_embedded(Path(tmp_path_factory.mktemp("pg")))
     yield server.url
     server.stop()
+
+
+def _worker_database(url: str) -> str:
+    """`url` itself, or under pytest-xdist a database of this worker's own on that server."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker:
+        return url
+    parsed = make_url(async_url(url))
+    name = f"{parsed.database}_{worker}"
+    asyncio.run(_create_database(parsed.set(database="postgres"), name))
+    return parsed.set(database=name).render_as_string(hide_password=False)
+
+
+async def _create_database(admin: URL, name: str) -> None:
+    eng = create_async_engine(admin, isolation_level="AUTOCOMMIT")
+    try:
+        async with eng.connect() as conn:
+            found = await conn.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": name}
+            )
+            if found.first() is None:
+                await conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    finally:
+        await eng.dispose()
 
 
 @pytest.fixture(scope="session")
