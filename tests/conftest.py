@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import structlog
 from sqlalchemy import URL, make_url, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -116,10 +117,24 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 @pytest.fixture
 async def db(engine: AsyncEngine) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
     """A session factory over empty tables."""
-    async with engine.begin() as conn:
-        tables = ", ".join(await _existing_tables(conn))
-        await conn.exec_driver_sql(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+    await _empty_tables(engine)
     yield session_factory(engine)
+
+
+async def _empty_tables(engine: AsyncEngine, attempts: int = 5) -> None:
+    """TRUNCATE every table. A previous test's process or task that is still winding down
+    on a loaded machine can hold a lock TRUNCATE needs: the deadlock that follows is
+    retried after a pause instead of failing an unrelated test."""
+    for attempt in range(1, attempts + 1):
+        try:
+            async with engine.begin() as conn:
+                tables = ", ".join(await _existing_tables(conn))
+                await conn.exec_driver_sql(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
+            return
+        except DBAPIError as exc:
+            if attempt == attempts or "deadlock" not in str(exc.orig):
+                raise
+            await asyncio.sleep(0.5 * attempt)
 
 
 async def _existing_tables(conn: object) -> list[str]:
