@@ -7,16 +7,16 @@ import asyncio
 
 import structlog
 from aiohttp import web
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot import metrics
 from bot.bootstrap import Core
 from bot.errors import ConfigurationError
 from bot.health import Health, check_health
+from memory.store.database import Engine
 
 log = structlog.get_logger(__name__)
 
-_ENGINE = web.AppKey("engine", AsyncEngine)
+_ENGINE = web.AppKey("engine", Engine)
 _HEALTH = web.AppKey("health", Health)
 
 
@@ -33,7 +33,7 @@ async def metrics_text(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
 
-def build_app(engine: AsyncEngine, health: Health) -> web.Application:
+def build_app(engine: Engine, health: Health) -> web.Application:
     """The aiohttp application with both routes."""
     app = web.Application()
     app[_ENGINE] = engine
@@ -46,7 +46,7 @@ def build_app(engine: AsyncEngine, health: Health) -> web.Application:
 class OpsServer:
     """The endpoint's lifecycle: `start` listens, `port` is the bound port, `stop` closes."""
 
-    def __init__(self, engine: AsyncEngine, health: Health, *, host: str, port: int) -> None:
+    def __init__(self, engine: Engine, health: Health, *, host: str, port: int) -> None:
         self._app = build_app(engine, health)
         self._host = host
         self._port = port

@@ -6,11 +6,9 @@ import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from bot.bootstrap import open_database
 from bot.config import Settings
-from memory.store.database import session_factory
+from memory.store.database import Database, session_factory
 from memory.store.stats import Figures, Windowed, collect_figures
 
 EXTRACTION_LABELS = {"create": "added", "supersede": "updated", "refresh": "refreshed"}
@@ -123,7 +121,7 @@ def _tokens(figures: Figures) -> str:
     return table(headers, rows or [["(none yet)", "", 0, 0, 0, 0]])
 
 
-async def stats_report(sessions: async_sessionmaker[AsyncSession], now: datetime) -> str:
+async def stats_report(sessions: Database, now: datetime) -> str:
     """The report at `now`, read from the database."""
     return render(await collect_figures(sessions, now))
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.background import BackgroundTasks
 from bot.commands.base import CommandDeps
@@ -32,7 +31,9 @@ from memory.recall.embeddings import RecentEmbeddings, build_embedder
 from memory.store.actions import SqlActionStore
 from memory.store.conversations import SqlConversationStore
 from memory.store.database import (
+    Database,
     EmbeddedPostgres,
+    Engine,
     autocommit_session_factory,
     create_engine,
     migrate,
@@ -52,8 +53,8 @@ class Core:
     """Everything the adapters and the scheduler need, built by `build_core`."""
 
     settings: Settings
-    engine: AsyncEngine
-    sessions: async_sessionmaker[AsyncSession]
+    engine: Engine
+    sessions: Database
     store: SqlConversationStore
     llm: LLM
     clock: Clock
@@ -77,7 +78,7 @@ class Core:
             await asyncio.to_thread(self.embedded.stop)
 
 
-async def open_database(settings: Settings) -> tuple[AsyncEngine, EmbeddedPostgres | None]:
+async def open_database(settings: Settings) -> tuple[Engine, EmbeddedPostgres | None]:
     """Connect to `DATABASE_URL`, or start the embedded server; then migrate."""
     embedded = None
     if settings.database_url is not None:
@@ -148,7 +149,7 @@ def conversation_config(settings: Settings) -> ConversationConfig:
     )
 
 
-async def verify_embedder(sessions: async_sessionmaker[AsyncSession], embedder: Embedder) -> None:
+async def verify_embedder(sessions: Database, embedder: Embedder) -> None:
     """Refuse to start with another embedder than the stored vectors were made with (an
     empty database records this one)."""
     try:

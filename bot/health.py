@@ -9,10 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot import metrics
+from memory.store.database import Engine, ping
 
 log = structlog.get_logger(__name__)
 
@@ -94,12 +93,11 @@ class HealthReport:
         return body
 
 
-async def ping_database(engine: AsyncEngine, wait_seconds: float = DATABASE_TIMEOUT_SECONDS) -> str:
+async def ping_database(engine: Engine, wait_seconds: float = DATABASE_TIMEOUT_SECONDS) -> str:
     """'ok' after a `SELECT 1` round trip, else why not (error type, never its text)."""
     try:
         async with asyncio.timeout(wait_seconds):
-            async with engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
+            await ping(engine)
     except TimeoutError:
         return "timeout"
     except Exception as exc:  # any driver or pool error means unreachable
@@ -108,7 +106,7 @@ async def ping_database(engine: AsyncEngine, wait_seconds: float = DATABASE_TIME
 
 
 async def check_health(
-    engine: AsyncEngine, health: Health, *, wait_seconds: float = DATABASE_TIMEOUT_SECONDS
+    engine: Engine, health: Health, *, wait_seconds: float = DATABASE_TIMEOUT_SECONDS
 ) -> HealthReport:
     """Database, adapters and scheduler, with the health gauges updated to match."""
     database = await ping_database(engine, wait_seconds)

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import metrics
 from bot.background import BackgroundTasks
@@ -25,6 +24,7 @@ from memory.learning.extraction import due_sessions, extract_session, remember_e
 from memory.recall.context import assemble_context
 from memory.recall.retrieval import mark_recalled
 from memory.store.conversations import SqlConversationStore
+from memory.store.database import Database
 from memory.store.errors import NotAboutThePerson
 from memory.store.items import ExtractionOutcome, MemoryItem
 from memory.store.memories import SqlMemoryRepository
@@ -68,7 +68,7 @@ class MemoryServices:
     def __init__(
         self,
         *,
-        sessions: async_sessionmaker[AsyncSession],
+        sessions: Database,
         store: SqlConversationStore,
         memories: SqlMemoryRepository,
         embedder: Embedder,
@@ -79,7 +79,7 @@ class MemoryServices:
         commands: CommandDeps,
         outbound: Outbound,
         settings: MemorySettings,
-        autocommit: async_sessionmaker[AsyncSession] | None = None,
+        autocommit: Database | None = None,
     ) -> None:
         self._sessions = sessions
         self._autocommit = autocommit or sessions

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.commands.base import CommandDeps
 from bot.commands.notices import AWAY_HEADING, memory_notice
@@ -23,6 +22,7 @@ from bot.errors import DeliveryFailed
 from bot.outbound import Outbound
 from bot.timing import in_quiet_hours
 from memory.store import held_notices
+from memory.store.database import Database
 from memory.store.held_notices import Held, Window
 from memory.store.items import MemoryItem
 from memory.store.ports import Clock
@@ -51,7 +51,7 @@ class NoticeWindow:
     def __init__(
         self,
         *,
-        sessions: async_sessionmaker[AsyncSession],
+        sessions: Database,
         commands: CommandDeps,
         outbound: Outbound,
         clock: Clock,

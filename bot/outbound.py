@@ -7,13 +7,12 @@ import asyncio
 from collections.abc import Collection
 
 import structlog
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.delivery import Delivery
 from bot.domain import Recipient, Reply
 from bot.errors import DeliveryFailed
-from memory.store.tables import Identity
+from memory.store.database import Database
+from memory.store.delivery import reachable_chats
 
 log = structlog.get_logger(__name__)
 
@@ -21,7 +20,7 @@ log = structlog.get_logger(__name__)
 class Outbound:
     """The running platforms' delivery ports, by platform name."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    def __init__(self, sessions: Database) -> None:
         self._sessions = sessions
         self._deliveries: dict[str, Delivery] = {}
         self._registered = asyncio.Event()
@@ -44,21 +43,10 @@ class Outbound:
 
     async def recipients(self, user_id: int) -> list[Recipient]:
         """The person's reachable private chats on running platforms, newest first."""
-        async with self._sessions() as db:
-            rows = await db.scalars(
-                select(Identity)
-                .where(
-                    Identity.user_id == user_id,
-                    Identity.reachable,
-                    Identity.chat_id.is_not(None),
-                    Identity.platform.in_(list(self._deliveries)),
-                )
-                .order_by(Identity.id.desc())
-            )
-            return [
-                Recipient(user_id, row.platform, row.platform_user_id, row.chat_id or "")
-                for row in rows
-            ]
+        chats = await reachable_chats(self._sessions, user_id, list(self._deliveries))
+        return [
+            Recipient(user_id, chat.platform, chat.platform_user_id, chat.chat_id) for chat in chats
+        ]
 
     async def send(self, user_id: int, reply: Reply) -> tuple[Recipient, str]:
         """Deliver to the first reachable chat; `DeliveryFailed` when none takes it."""

@@ -9,11 +9,11 @@ from datetime import datetime
 import structlog
 
 from bot import metrics
+from memory.store.outbox import reclaim_pending, recover
 from memory.store.timezone_asks import claim_second_asks
 from scheduler.claims import claim_checkins, claim_followups, schedule_new
 from scheduler.deps import SchedulerDeps
 from scheduler.dispatch import dispatch
-from scheduler.outbox import reclaim_pending, recover
 
 log = structlog.get_logger(__name__)
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pydantic import ValidationError
-from sqlalchemy import select, true
 
 from bot.errors import LLMBadOutput
 from bot.llm import LLMRequest, Turn
@@ -17,10 +16,8 @@ from bot.prompting import HIDDEN_STATUSES, dynamic_system
 from bot.timing import zone
 from memory.learning.extraction_prompt import strip_memory_blocks
 from memory.recall.context import assemble_context
-from memory.store.log_statements import stored_messages
+from memory.store.last_conversation import latest_conversation
 from memory.store.records import Person, StoredMessage
-from memory.store.tables import Message
-from memory.store.tables import Session as SessionRow
 from scheduler.deps import SchedulerDeps
 from scheduler.prompts import (
     CHECKIN_RULES,
@@ -76,40 +73,11 @@ def last_conversation(messages: Sequence[StoredMessage]) -> str:
     )
 
 
-async def _latest_session(deps: SchedulerDeps, user_id: int) -> tuple[str, list[StoredMessage]]:
-    """The summary and the last messages of the person's latest conversation (one query)."""
-    latest = (
-        select(SessionRow.id, SessionRow.summary)
-        .where(SessionRow.user_id == user_id)
-        .order_by(SessionRow.id.desc())
-        .limit(1)
-        .subquery()
-    )
-    recent = (
-        stored_messages()
-        .where(Message.user_id == user_id, Message.session_id == latest.c.id)
-        .order_by(Message.id.desc())
-        .limit(LAST_TURNS * 3)
-        .lateral()
-    )
-    query = select(latest.c.summary, recent).select_from(latest.outerjoin(recent, true()))
-    async with deps.sessions() as db:
-        rows = (await db.execute(query)).all()
-    if not rows:
-        return "", []
-    messages = [
-        StoredMessage(r.id, r.user_id, r.session_id, r.role, r.content, r.created_at, r.status)
-        for r in reversed(rows)
-        if r.id is not None
-    ]
-    return rows[0].summary, messages
-
-
 async def build_request(
     deps: SchedulerDeps, person: Person, occasion: Occasion, now: datetime
 ) -> LLMRequest:
     """The chat model request: persona and rules (stable), memory and occasion (dynamic)."""
-    summary, messages = await _latest_session(deps, person.id)
+    summary, messages = await latest_conversation(deps.sessions, person.id, last=LAST_TURNS * 3)
     memory = await assemble_context(
         deps.sessions,
         deps.embedder,

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from datetime import time, timedelta
 
 import numpy as np
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core
 from bot.llm import LLM
@@ -17,6 +16,7 @@ from bot.outbound import Outbound
 from bot.prompting import load_persona
 from bot.timezone_onboarding import TimezoneOnboarding
 from memory.store.conversations import SqlConversationStore
+from memory.store.database import Database, Engine
 from memory.store.memories import SqlMemoryRepository
 from memory.store.ports import Clock, Embedder, ToolCaller, Vector
 
@@ -84,8 +84,8 @@ class RepositoryEmbedder:
 class SchedulerDeps:
     """The collaborators of every job."""
 
-    engine: AsyncEngine
-    sessions: async_sessionmaker[AsyncSession]
+    engine: Engine
+    sessions: Database
     store: SqlConversationStore
     memories: SqlMemoryRepository
     memory: MemoryServices

@@ -13,27 +13,16 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 import structlog
-from sqlalchemy import text
 
 from bot.timing import zone
 from memory.learning.diary import day_messages, save_entry
+from memory.store.diary_days import LocalDay, talked_without_entry
 from scheduler.deps import SchedulerDeps
 from scheduler.prompts import DIARY_SYSTEM, DIARY_TOOL, DiaryAnswer, diary_prompt
 
 log = structlog.get_logger(__name__)
 
 MEMORIES_IN_PROMPT = 30
-
-_TALKED = text("""
-SELECT v.user_id, v.day, v.start_at, v.end_at
-FROM unnest(CAST(:ids AS bigint[]), CAST(:days AS date[]), CAST(:starts AS timestamptz[]),
-            CAST(:ends AS timestamptz[])) AS v(user_id, day, start_at, end_at)
-WHERE EXISTS (SELECT 1 FROM sessions AS s
-              WHERE s.user_id = v.user_id AND s.last_message_at >= v.start_at
-                AND s.started_at < v.end_at)
-  AND NOT EXISTS (SELECT 1 FROM diary_entries AS d
-                  WHERE d.user_id = v.user_id AND d.local_date = v.day)
-""")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,17 +51,8 @@ async def days_to_write(
     """Of (id, timezone) people, those who had a conversation on their local yesterday
     and have no entry for it yet (one query for the batch)."""
     days = {uid: day_bounds(uid, tz, now) for uid, tz in people}
-    if not days:
-        return []
-    params = {
-        "ids": list(days),
-        "days": [d.day for d in days.values()],
-        "starts": [d.start for d in days.values()],
-        "ends": [d.end for d in days.values()],
-    }
-    async with deps.sessions() as db:
-        rows = (await db.execute(_TALKED, params)).all()
-    return [days[row.user_id] for row in rows]
+    local = [LocalDay(d.user_id, d.day, d.start, d.end) for d in days.values()]
+    return [days[user_id] for user_id in await talked_without_entry(deps.sessions, local)]
 
 
 async def write_entry(deps: SchedulerDeps, day: DiaryDay) -> bool:

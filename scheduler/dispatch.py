@@ -6,42 +6,36 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
-from sqlalchemy import func, or_, select
 
 from bot import metrics
 from bot.domain import Reply
 from bot.errors import DeliveryFailed, LLMUnavailable
 from bot.logs import bind_person
 from bot.timing import zone
-from memory.store.records import Person
-from memory.store.tables import Memory, Outreach
-from scheduler.claims import effective_time
-from scheduler.compose import Occasion, compose
-from scheduler.deps import SchedulerDeps
-from scheduler.facts import read_facts
-from scheduler.outbox import (
+from memory.store.facts import Facts, read_facts
+from memory.store.outbox import (
     FINAL,
     Claim,
     Delivered,
+    FollowedEvent,
     begin_sending,
     finish,
     finish_sent,
+    followed_events,
+    merged_counts,
     release,
 )
+from memory.store.records import Person
+from scheduler.claims import effective_time
+from scheduler.compose import Occasion, compose
+from scheduler.deps import SchedulerDeps
 from scheduler.prompts import clingy, describe_event
-from scheduler.rules import GO, WAIT, Facts, Limits, checkin_verdict, followup_verdict, resume_at
+from scheduler.rules import GO, WAIT, Limits, checkin_verdict, followup_verdict, resume_at
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class _Event:
-    content: str
-    event_at: datetime
 
 
 def limits_of(deps: SchedulerDeps) -> Limits:
@@ -56,8 +50,8 @@ async def dispatch(deps: SchedulerDeps, claims: Sequence[Claim]) -> Counter[str]
     user_ids = [c.user_id for c in claims]
     facts = await read_facts(deps.sessions, user_ids)
     people = {p.id: p for p in await deps.store.persons_by_ids(user_ids)}
-    events = await _events(deps, claims)
-    merged = await _merged(deps, claims)
+    events = await followed_events(deps.sessions, [c.id for c in claims])
+    merged = await merged_counts(deps.sessions, [c.id for c in claims])
     gate = asyncio.Semaphore(deps.config.concurrency)
 
     async def one(claim: Claim) -> str:
@@ -90,50 +84,8 @@ def _count(claim: Claim, outcome: str, merged: Counter[str]) -> None:
             metrics.record_outreach(kind, status, reason or None, count)
 
 
-async def _merged(deps: SchedulerDeps, claims: Sequence[Claim]) -> dict[int, Counter[str]]:
-    """How many open rows are merged into each claimed row, by kind; one query."""
-    async with deps.sessions() as db:
-        rows = await db.execute(
-            select(Outreach.merged_into, Outreach.kind, func.count())
-            .where(
-                Outreach.merged_into.in_([c.id for c in claims]),
-                Outreach.status.not_in(FINAL),
-            )
-            .group_by(Outreach.merged_into, Outreach.kind)
-        )
-        found: dict[int, Counter[str]] = {}
-        for primary, kind, count in rows.all():
-            if primary is not None:
-                found.setdefault(primary, Counter())[kind] += count
-        return found
-
-
-async def _events(deps: SchedulerDeps, claims: Sequence[Claim]) -> dict[int, list[_Event]]:
-    """The live remembered events each row (and the rows merged into it) follows up, by
-    primary row; one query for the batch."""
-    ids = [c.id for c in claims]
-    primary = func.coalesce(Outreach.merged_into, Outreach.id)
-    async with deps.sessions() as db:
-        rows = await db.execute(
-            select(primary, Memory.content, Memory.event_at)
-            .join(Memory, (Memory.id == Outreach.memory_id) & (Memory.user_id == Outreach.user_id))
-            .where(
-                or_(Outreach.id.in_(ids), Outreach.merged_into.in_(ids)),
-                Memory.valid_until.is_(None),
-                Memory.status.in_(("active", "dying")),
-                Memory.event_at.is_not(None),
-            )
-            .order_by(Memory.event_at)
-        )
-        found: dict[int, list[_Event]] = {}
-        for outreach_id, content, at in rows.all():
-            if at is not None:
-                found.setdefault(outreach_id, []).append(_Event(content, at))
-        return found
-
-
 def _verdict(
-    claim: Claim, facts: Facts, events: Sequence[_Event], now: datetime, limits: Limits
+    claim: Claim, facts: Facts, events: Sequence[FollowedEvent], now: datetime, limits: Limits
 ) -> str:
     if claim.kind == "checkin":
         return checkin_verdict(facts, now, limits)
@@ -159,7 +111,7 @@ async def send_claim(
     claim: Claim,
     facts: Facts | None,
     person: Person | None,
-    events: Sequence[_Event] = (),
+    events: Sequence[FollowedEvent] = (),
 ) -> str:
     """Check the rules, compose, and deliver one claimed row; returns the outcome."""
     now = deps.clock.now()

@@ -14,25 +14,32 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
 import structlog
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot import metrics
 from bot.timing import next_checkin
+from memory.care.patrol_steps import batch_of, run_mechanical
 from memory.learning.extraction import extract_session
 from memory.learning.session_summary import rebuild_stale_summaries
 from memory.store.actions import SqlActionStore
+from memory.store.database import DbSession
+from memory.store.patrol import (
+    Batch,
+    PatrolPerson,
+    advisory_lock,
+    lock_due,
+    lock_unscheduled,
+    sessions_due_extraction,
+    set_next_patrols,
+)
 from scheduler.deps import SchedulerDeps
 from scheduler.diary import write_diaries
 from scheduler.merge import find_folds, fold, merge_with_model, promote
-from scheduler.patrol_steps import Batch, batch_of, run_mechanical
 
 log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
@@ -40,25 +47,6 @@ _T = TypeVar("_T")
 NIGHTLY_LOCK = 7243502  # pg advisory lock key (7243501 serialises migrations)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LLM_STEPS = frozenset({"extract", "summaries", "diary"})  # merge falls back to the mechanical fold
-
-_UNSCHEDULED = text("""
-SELECT id, timezone FROM users WHERE next_patrol_at IS NULL
-LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED
-""")
-_DUE = text("""
-SELECT id, timezone, last_patrol_at FROM users WHERE next_patrol_at <= :now
-ORDER BY next_patrol_at LIMIT :limit FOR NO KEY UPDATE SKIP LOCKED
-""")
-_ADVANCE = text("""
-UPDATE users AS u SET next_patrol_at = v.next_at,
-                      last_patrol_at = coalesce(CAST(:now AS timestamptz), u.last_patrol_at)
-FROM unnest(CAST(:ids AS bigint[]), CAST(:next_at AS timestamptz[])) AS v(id, next_at)
-WHERE u.id = v.id
-""")
-_DUE_EXTRACTIONS = text("""
-SELECT s.user_id, s.id FROM sessions AS s
-WHERE s.user_id = ANY(CAST(:ids AS bigint[])) AND s.extraction_due ORDER BY s.id
-""")
 
 
 @dataclass
@@ -77,60 +65,46 @@ class _Claimed:
     compare_since: tuple[datetime, ...]
 
 
-@asynccontextmanager
-async def advisory_lock(engine: AsyncEngine, key: int) -> AsyncIterator[bool]:
-    """Try a session-level advisory lock on a connection of its own (no transaction held
-    open); yields whether it was taken. A crashed holder's lock goes with its connection."""
-    async with engine.connect() as conn:
-        await conn.execution_options(isolation_level="AUTOCOMMIT")
-        held = bool(await conn.scalar(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}))
-        try:
-            yield held
-        finally:
-            if held:
-                await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-
-
 async def schedule_patrols(deps: SchedulerDeps, *, now: datetime) -> int:
     """Give people without one their first patrol time (their next local 03:00)."""
     scheduled = 0
     while True:
         async with deps.sessions.begin() as db:
-            rows = (await db.execute(_UNSCHEDULED, {"limit": deps.config.patrol_batch})).all()
+            rows = await lock_unscheduled(db, limit=deps.config.patrol_batch)
             if rows:
-                people = [(r.id, r.timezone) for r in rows]
-                await db.execute(_ADVANCE, _advance_params(deps, people, now, first=True))
+                await _advance(db, deps, rows, now, first=True)
         scheduled += len(rows)
         if len(rows) < deps.config.patrol_batch:
             return scheduled
 
 
-def _advance_params(
+async def _advance(
+    db: DbSession,
     deps: SchedulerDeps,
-    people: Sequence[tuple[int, str]],
+    people: Sequence[PatrolPerson],
     now: datetime,
     *,
     first: bool = False,
-) -> dict[str, object]:
+) -> None:
     """Next patrol at each person's next local patrol time; the last one now."""
-    return {
-        "ids": [user_id for user_id, _ in people],
-        "next_at": [next_checkin(now, tz, deps.config.patrol_time) for _, tz in people],
-        "now": None if first else now,
-    }
+    await set_next_patrols(
+        db,
+        [p.id for p in people],
+        [next_checkin(now, p.timezone, deps.config.patrol_time) for p in people],
+        patrolled_at=None if first else now,
+    )
 
 
 async def _claim(deps: SchedulerDeps, report: PatrolReport, now: datetime) -> _Claimed | None:
     """Claim one batch of due people and run the mechanical steps, in one transaction."""
     started = time.perf_counter()
     async with deps.sessions.begin() as db:
-        rows = (await db.execute(_DUE, {"now": now, "limit": deps.config.patrol_batch})).all()
+        rows = await lock_due(db, now=now, limit=deps.config.patrol_batch)
         if not rows:
             return None
         batch = batch_of([(r.id, r.last_patrol_at) for r in rows], now)
         changes = await run_mechanical(db, batch, now=now, idle_gap=deps.config.idle_gap)
-        people = [(r.id, r.timezone) for r in rows]
-        await db.execute(_ADVANCE, _advance_params(deps, people, now))
+        await _advance(db, deps, rows, now)
     report.people += len(rows)
     report.changes.update(changes)
     report.seconds["mechanical"] += time.perf_counter() - started
@@ -151,8 +125,7 @@ async def _bounded(deps: SchedulerDeps, work: Sequence[Awaitable[_T]]) -> list[_
 
 async def _retry_extractions(deps: SchedulerDeps, claimed: _Claimed) -> int:
     """Extract every session of theirs still due, failing ones included (no notices)."""
-    async with deps.sessions() as db:
-        due = (await db.execute(_DUE_EXTRACTIONS, {"ids": list(claimed.batch.ids)})).all()
+    due = await sessions_due_extraction(deps.sessions, claimed.batch.ids)
     timezone = dict(zip(claimed.batch.ids, claimed.timezones, strict=True))
     await _bounded(
         deps,

@@ -4,28 +4,13 @@ wait, or not at all. Pure functions of what is known about the person and the cl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta
+from datetime import datetime, timedelta
 
 from bot.timing import in_quiet_hours, next_checkin
+from memory.store.facts import Facts
 
 GO = "go"
 WAIT = "wait"
-
-
-@dataclass(frozen=True, slots=True)
-class Facts:
-    """What the rules look at, read for one person in one query."""
-
-    user_id: int
-    timezone: str
-    paused: bool
-    reachable: bool
-    quiet_start: time | None
-    quiet_end: time | None
-    last_user_at: datetime | None
-    last_outreach_at: datetime | None
-    unanswered: int
-    timezone_known: bool = True
 
 
 @dataclass(frozen=True, slots=True)

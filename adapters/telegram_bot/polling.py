@@ -20,12 +20,12 @@ from datetime import timedelta
 from typing import Any
 
 import structlog
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from telegram import Update
 from telegram.error import InvalidToken, RetryAfter, TelegramError, TimedOut
 from telegram.ext import Application
 
 from bot.errors import ConfigurationError
+from memory.store.database import is_outage
 
 log = structlog.get_logger(__name__)
 
@@ -34,19 +34,6 @@ MAX_ATTEMPTS = 3
 BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 Failures = dict[int, BaseException]
-
-
-def is_outage(error: BaseException) -> bool:
-    """The database (or the network to it) is unreachable: worth retrying for as long as
-    it takes, since nothing can be stored meanwhile."""
-    if isinstance(error, DBAPIError):
-        return isinstance(error, OperationalError | InterfaceError) or bool(
-            error.connection_invalidated
-        )
-    if isinstance(error, OSError | TimeoutError):
-        return True
-    cause = error.__cause__ or error.__context__
-    return cause is not None and cause is not error and is_outage(cause)
 
 
 def retry_update(attempts: dict[int, int], update_id: int, error: BaseException) -> bool:

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from bot.domain import Button, ButtonPress, IncomingMessage
 from memory.care.provenance import record_command
 from memory.store.actions import Action, SqlActionStore
 from memory.store.conversations import SqlConversationStore
+from memory.store.database import Database
 from memory.store.memories import SqlMemoryRepository
 from memory.store.ports import Clock, ToolCaller
 from memory.store.records import Person
@@ -25,7 +24,7 @@ MAX_SEARCH = 200  # characters of text to look for in what is remembered
 class CommandDeps:
     """The collaborators of the commands."""
 
-    sessions: async_sessionmaker[AsyncSession]
+    sessions: Database
     store: SqlConversationStore
     memories: SqlMemoryRepository
     actions: SqlActionStore

@@ -1,4 +1,6 @@
-"""The store: the engine, the tables, and the repositories that own every SQL statement.
+"""The store: the engine, the tables, and the repositories that own every SQL statement
+(the scheduler's claims, outbox and patrol bookkeeping included: `bot`, `scheduler` and
+`adapters` import no SQLAlchemy, a contract in pyproject.toml checks it).
 
 Everything here talks to PostgreSQL and hands plain records (`memory.store.records`,
 `memory.store.items`) upward, never ORM rows. It may import SQLAlchemy and asyncpg, and

@@ -13,21 +13,47 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import structlog
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    InterfaceError,
+    OperationalError,
+)
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 from memory.store.binary_vector import register_binary_vectors
 
 log = structlog.get_logger(__name__)
 
 PING_AFTER_IDLE_SECONDS = 1.0
+
+Engine: TypeAlias = AsyncEngine
+"""The connection pool, as `bot`, `scheduler` and `adapters` hold it: they pass it to
+the functions here (`ping`, `memory.store.patrol.advisory_lock`) and dispose of it."""
+
+DbSession: TypeAlias = AsyncSession
+"""One session (a transaction under `Database.begin()`), as the layers above hold it: they
+open it to group repository calls into one transaction and hand it to them, never
+running a statement themselves."""
+
+
+class Database(async_sessionmaker[AsyncSession]):
+    """The companion's database as the layers above see it: a factory of short sessions
+    over one engine (`async with database() as db`, `async with database.begin() as db`).
+    Code outside `memory/` only hands it, or a session it opened, to repository functions
+    under `memory/`, which own every statement."""
 
 
 @dataclass(slots=True)
@@ -108,18 +134,16 @@ def check_idle_connections(engine: AsyncEngine, *, after_seconds: float) -> None
     event.listen(pool, "checkout", check_if_idle)
 
 
-def session_factory(engine: AsyncEngine) -> async_sessionmaker[Any]:
+def session_factory(engine: AsyncEngine) -> Database:
     """Short-lived sessions; objects stay readable after commit."""
-    return async_sessionmaker(engine, expire_on_commit=False)
+    return Database(engine, expire_on_commit=False)
 
 
-def autocommit_session_factory(engine: AsyncEngine) -> async_sessionmaker[Any]:
+def autocommit_session_factory(engine: AsyncEngine) -> Database:
     """Sessions in which each statement commits on its own: for reads that need no
     transaction and for writes that are one statement, sparing a turn the BEGIN and
     COMMIT (or ROLLBACK) round trips."""
-    return async_sessionmaker(
-        engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
-    )
+    return Database(engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)
 
 
 def _alembic_config(embedding_dim: int) -> Config:
@@ -176,3 +200,23 @@ async def wait_until_reachable(engine: AsyncEngine, *, attempts: int = 30) -> No
                 raise
             log.warning("db.unreachable", attempt=attempt, error=type(exc).__name__)
             await asyncio.sleep(min(2.0, 0.1 * attempt))
+
+
+async def ping(engine: AsyncEngine) -> None:
+    """One `SELECT 1` round trip on a pooled connection; raises when the database is
+    unreachable (the caller bounds the wait)."""
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))
+
+
+def is_outage(error: BaseException) -> bool:
+    """The database (or the network to it) is unreachable: the error, or one it was raised
+    from, is a lost or refused connection rather than a failed statement."""
+    if isinstance(error, DBAPIError):
+        return isinstance(error, OperationalError | InterfaceError) or bool(
+            error.connection_invalidated
+        )
+    if isinstance(error, OSError | TimeoutError):
+        return True
+    cause = error.__cause__ or error.__context__
+    return cause is not None and cause is not error and is_outage(cause)

@@ -12,12 +12,12 @@ from sqlalchemy import select, text, update
 from structlog.testing import capture_logs
 
 from bot.bootstrap import Core
+from memory.care.patrol_steps import weight
 from memory.store.items import Candidate
 from memory.store.tables import ButtonAction, Memory, MemoryEvent, Thread, User
 from memory.store.tables import Session as SessionRow
 from scheduler.deps import SchedulerDeps
 from scheduler.patrol import NIGHTLY_LOCK, advisory_lock, run_nightly
-from scheduler.patrol_steps import weight
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.integration.test_scheduler_support import add_person, scheduler_deps

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 from pydantic import ValidationError
 
+from memory.care.patrol_steps import DEAD_BELOW, DYING_BELOW, weight
 from scheduler.claims import checkin_key, effective_time, followup_key
 from scheduler.diary import day_bounds
 from scheduler.merge import Side, plan_folds
-from scheduler.patrol_steps import DEAD_BELOW, DYING_BELOW, weight
 from scheduler.prompts import (
     CHECKIN_RULES,
     DECIDE_TOOL,

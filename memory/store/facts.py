@@ -1,14 +1,31 @@
-"""Reading what the rules need about a batch of people in one query: settings,
-reachability, when they last wrote, and the proactive messages since."""
+"""Reading what the scheduler's rules need about a batch of people in one query:
+settings, reachability, when they last wrote, and the proactive messages since."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, time
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from scheduler.rules import Facts
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the rules look at, read for one person in one query."""
+
+    user_id: int
+    timezone: str
+    paused: bool
+    reachable: bool
+    quiet_start: time | None
+    quiet_end: time | None
+    last_user_at: datetime | None
+    last_outreach_at: datetime | None
+    unanswered: int
+    timezone_known: bool = True
+
 
 _FACTS = text("""
 SELECT u.id, u.timezone, u.timezone_known, u.paused, u.quiet_start, u.quiet_end,

@@ -6,21 +6,23 @@ transactions so that a crash never sends twice.
        └──▶ skipped (a rule, silence, missed)    failed (the model kept failing)
 
 A row is processed by whoever holds its `claim_token`; `merged_into` rows (follow-ups
-folded into a check-in) share their primary row's fate.
+folded into a check-in) share their primary row's fate. The scheduler claims rows
+(`memory.store.claims`) and moves them through these steps.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, or_, text, update
+from sqlalchemy import ColumnElement, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.store.log_statements import current_session
-from memory.store.tables import Message, Outreach
+from memory.store.tables import Memory, Message, Outreach
 
 FINAL = ("sent", "skipped", "failed", "unknown")
 
@@ -35,6 +37,14 @@ class Claim:
     token: str
     due_at: datetime
     attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FollowedEvent:
+    """A live remembered event an outreach row follows up."""
+
+    content: str
+    event_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,3 +226,46 @@ async def reclaim_pending(
             )
         ).all()
     return [Claim(r.id, r.user_id, r.kind, token, r.due_at, r.attempts) for r in rows]
+
+
+async def merged_counts(
+    sessions: async_sessionmaker[AsyncSession], outreach_ids: Sequence[int]
+) -> dict[int, Counter[str]]:
+    """How many open rows are merged into each of `outreach_ids`, by kind; one query."""
+    async with sessions() as db:
+        rows = await db.execute(
+            select(Outreach.merged_into, Outreach.kind, func.count())
+            .where(Outreach.merged_into.in_(list(outreach_ids)), Outreach.status.not_in(FINAL))
+            .group_by(Outreach.merged_into, Outreach.kind)
+        )
+        found: dict[int, Counter[str]] = {}
+        for primary, kind, count in rows.all():
+            if primary is not None:
+                found.setdefault(primary, Counter())[kind] += count
+        return found
+
+
+async def followed_events(
+    sessions: async_sessionmaker[AsyncSession], outreach_ids: Sequence[int]
+) -> dict[int, list[FollowedEvent]]:
+    """The live remembered events each row (and the rows merged into it) follows up, by
+    primary row, oldest first; one query for the batch."""
+    ids = list(outreach_ids)
+    primary = func.coalesce(Outreach.merged_into, Outreach.id)
+    async with sessions() as db:
+        rows = await db.execute(
+            select(primary, Memory.content, Memory.event_at)
+            .join(Memory, (Memory.id == Outreach.memory_id) & (Memory.user_id == Outreach.user_id))
+            .where(
+                or_(Outreach.id.in_(ids), Outreach.merged_into.in_(ids)),
+                Memory.valid_until.is_(None),
+                Memory.status.in_(("active", "dying")),
+                Memory.event_at.is_not(None),
+            )
+            .order_by(Memory.event_at)
+        )
+        found: dict[int, list[FollowedEvent]] = {}
+        for outreach_id, content, at in rows.all():
+            if at is not None:
+                found.setdefault(outreach_id, []).append(FollowedEvent(content, at))
+        return found

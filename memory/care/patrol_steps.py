@@ -1,4 +1,5 @@
-"""The patrol's mechanical steps as set-based statements over a batch of people.
+"""The nightly patrol's mechanical steps as set-based statements over a batch of people,
+run by the scheduler inside the transaction that claimed the batch.
 
 Each statement takes the batch as two arrays (`:ids`, and `:since`, each person's last
 patrol) and changes every matching memory at once; changes people can see are recorded
@@ -19,13 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.care.forgetting import TRASH_DAYS, purge_forgotten
+from memory.store.patrol import Batch
 
 DECAY_SESSIONS = 30.0
 DYING_BELOW = 2.0
@@ -160,14 +161,6 @@ STEPS: tuple[tuple[str, TextClause], ...] = (
     ("withdraw_threads", WITHDRAW_THREADS),
     ("close_sessions", CLOSE_STALE),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """People patrolled together, with when each was last patrolled."""
-
-    ids: tuple[int, ...]
-    since: tuple[datetime, ...]
 
 
 def weight(importance: float, sessions: int) -> float:
