@@ -80,7 +80,7 @@ async def _latest_session(deps: SchedulerDeps, user_id: int) -> tuple[str, list[
     """The summary and the last messages of the person's latest conversation (one query)."""
     latest = (
         select(SessionRow.id, SessionRow.summary)
-        .where(SessionRow.user_id == user_id)
+        .where(SessionRow.user_id == user_id, SessionRow.import_id.is_(None))
         .order_by(SessionRow.id.desc())
         .limit(1)
         .subquery()
