@@ -198,7 +198,7 @@ async def run_imports(
     on_progress: ProgressSink | None = None,
 ) -> int:
     """One batch of every running import (the scheduler calls this at a gentle rate);
-    how many batches ran."""
+    how many batches ran. `on_progress` hears of an import whose percentage moved."""
     ran = 0
     for view in await running_imports(deps.sessions):
         try:
@@ -207,7 +207,10 @@ async def run_imports(
             log.warning("import.batch_failed", import_id=view.id, error=type(exc).__name__)
             continue
         ran += 1
-        if updated is not None and on_progress is not None:
+        moved = updated is not None and (
+            percent(updated) != percent(view) or updated.status != view.status
+        )
+        if moved and updated is not None and on_progress is not None:
             await on_progress(updated)
     return ran
 

@@ -10,7 +10,7 @@ import structlog
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.delivery import Delivery
+from bot.delivery import Delivery, EditingDelivery
 from bot.domain import Recipient, Reply
 from bot.errors import DeliveryFailed
 from memory.store.tables import Identity
@@ -59,6 +59,19 @@ class Outbound:
                 Recipient(user_id, row.platform, row.platform_user_id, row.chat_id or "")
                 for row in rows
             ]
+
+    async def edit(self, platform: str, chat_id: str, message_id: str, reply: Reply) -> bool:
+        """Show `reply` in place of an earlier message, on a platform whose delivery port
+        can edit; False when it cannot (the platform is not running, or the edit failed)."""
+        delivery = self._deliveries.get(platform)
+        if not isinstance(delivery, EditingDelivery):
+            return False
+        try:
+            await delivery.edit(chat_id, message_id, reply)
+        except DeliveryFailed as exc:
+            log.info("outbound.edit_failed", platform=platform, reason=exc.reason)
+            return False
+        return True
 
     async def send(self, user_id: int, reply: Reply) -> tuple[Recipient, str]:
         """Deliver to the first reachable chat; `DeliveryFailed` when none takes it."""
