@@ -63,6 +63,15 @@ MESSAGES = {
 }
 
 
+IMPORTABLE_SUFFIXES = (".json", ".txt", ".gz")
+"""Files offered for import by their name; any other file (a photo, a PDF) is not read."""
+
+
+def looks_importable(filename: str) -> bool:
+    """Whether a sent file is named like a chat export (its content decides later)."""
+    return filename.lower().endswith(IMPORTABLE_SUFFIXES)
+
+
 class ExportRejected(InvalidInput):
     """The file cannot be imported; `reason` is one of `MESSAGES`, the text is for the person."""
 

@@ -22,6 +22,7 @@ from adapters.discord_bot.rendering import has_content, send_to_channel
 from adapters.inflight import InFlight
 from adapters.ratelimit import RATE_LIMITED, RateLimiter
 from bot.bootstrap import Core
+from bot.chat_exports import looks_importable
 from bot.domain import Attachment, IncomingMessage, Reply
 
 log = structlog.get_logger(__name__)
@@ -82,7 +83,7 @@ class MessageHandler:
             await self._route(message, _text_of(message, bot))
 
     async def _route(self, message: discord.Message, text: str) -> None:
-        if message.attachments and not text.startswith("/"):
+        if _importable(message) and not text.startswith("/"):
             await self._answer(Turn(_incoming(message, text, _attachment(message)), message))
             return
         notice = _unreadable(message, text)
@@ -216,6 +217,11 @@ def _text_of(message: discord.Message, bot: discord.ClientUser | None) -> str:
     if bot is not None:
         text = re.sub(rf"<@!?{bot.id}>", " ", text)
     return text.strip()
+
+
+def _importable(message: discord.Message) -> bool:
+    """A file named like a chat export is for the importer; other files are not read."""
+    return bool(message.attachments) and looks_importable(message.attachments[0].filename)
 
 
 def _attachment(message: discord.Message) -> Attachment:

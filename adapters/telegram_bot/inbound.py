@@ -10,6 +10,7 @@ from pathlib import Path
 from telegram import Message, MessageEntity
 from telegram.constants import ChatType
 
+from bot.chat_exports import looks_importable
 from bot.commands.router import ParsedCommand, parse_command
 from bot.domain import Attachment, IncomingMessage
 from bot.text import clean_text
@@ -167,6 +168,8 @@ def document_of(message: Message) -> Attachment | None:
     """A file sent as a document (a chat export to import), fetched only when read."""
     document = message.document
     if document is None or message.animation is not None:
+        return None
+    if not looks_importable(document.file_name or ""):
         return None
 
     async def fetch(path: Path) -> None:
