@@ -118,9 +118,9 @@ at all, give it confidence 0.1).
 
 Rules:
 1. Only what THE PERSON said about themselves and their own life. Messages from THE \
-COMPANION, and from SOMEONE ELSE in an imported old chat, are shown for context only: never \
-record what they said, suggested or assumed as a fact about the person, and never cite \
-their messages as evidence.
+COMPANION are shown for context only: never record what the companion said, suggested or \
+assumed, and never cite a companion message as evidence. The same holds for SOMEONE ELSE \
+in an imported old chat of the person's: context only, never a source nor evidence.
 2. Write each memory in the third person ("The person has a job interview at Acme"), \
 specific and self-contained (names, places, what exactly), one fact per memory, at most \
 500 characters.
