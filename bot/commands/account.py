@@ -47,6 +47,7 @@ ERASE_LABELS = {
     "diary_entries": "diary entries",
     "outreach": "check-ins I sent",
     "held_notices": "notes waiting for your quiet hours to end",
+    "imports": "imported chats",
 }
 
 

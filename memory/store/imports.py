@@ -261,13 +261,7 @@ async def choose_self(
     False when the import is not the person's pending one or nobody has that name."""
     async with sessions.begin() as db:
         found = await db.scalar(
-            update(Import)
-            .where(
-                Import.id == import_id,
-                Import.user_id == user_id,
-                Import.status == "pending",
-                Import.participants.contains([{"name": name}]),
-            )
+            _pending(user_id, import_id, Import.participants.contains([{"name": name}]))
             .values(self_name=name)
             .returning(Import.id)
         )
@@ -302,17 +296,21 @@ async def start_import(
         )
     async with sessions.begin() as db:
         found = await db.scalar(
-            update(Import)
-            .where(
-                Import.id == import_id,
-                Import.user_id == user_id,
-                Import.status == "pending",
-                Import.self_name.is_not(None),
-            )
+            _pending(user_id, import_id, Import.self_name.is_not(None))
             .values(**values)
             .returning(Import.id)
         )
     return found is not None
+
+
+def _pending(user_id: int, import_id: int, condition: Any) -> Any:
+    """An update of the person's import while it is still pending and `condition` holds."""
+    return update(Import).where(
+        Import.id == import_id,
+        Import.user_id == user_id,
+        Import.status == "pending",
+        condition,
+    )
 
 
 async def running_imports(
