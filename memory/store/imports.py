@@ -403,6 +403,13 @@ async def undo_import(
         )
         if owned is None:
             return None
+        # A batch storing what it learned holds its session's lock: wait for it, so its
+        # memories are among those removed (a batch that comes later finds no session).
+        await db.execute(
+            select(SessionRow.id)
+            .where(SessionRow.import_id == import_id, SessionRow.user_id == user_id)
+            .with_for_update()
+        )
         created = (await db.execute(text(_CREATED), params)).all()
         ids = [int(row.id) for row in created]
         live = [int(row.id) for row in created if row.live]
