@@ -33,9 +33,6 @@ _BOM = b"\xef\xbb\xbf"
 _BINARY = (b"\x89PNG", b"%PDF", b"PK\x03\x04", b"\xff\xd8\xff", b"GIF8", b"\x00")
 SNIFF_BYTES = 4096
 MAX_LINE_CHARS = 8000
-GROUP_TYPES = frozenset(
-    {"private_group", "private_supergroup", "public_supergroup", "public_channel"}
-)
 
 MESSAGES = {
     "not_export": (
@@ -86,11 +83,6 @@ class ExportInfo:
 
     source: str = ""
     chat_type: str | None = None
-
-    @property
-    def is_group(self) -> bool:
-        """A group or channel export rather than a one-to-one chat."""
-        return self.chat_type in GROUP_TYPES or self.chat_type == "discord_guild"
 
 
 class _Readable(Protocol):

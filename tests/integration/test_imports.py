@@ -17,6 +17,7 @@ from bot.imports import Extracting, ImportConfig, estimate, read_export, run_bat
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.recall.recent_past import read_history
 from memory.store.imports import choose_self, get_import, start_import
+from memory.store.items import Candidate
 from memory.store.memories import SqlMemoryRepository
 from memory.store.records import Person
 from memory.store.tables import Import, Memory, Message, User
@@ -194,3 +195,54 @@ async def test_bad_files_store_nothing(db: Db, clock: FakeClock, tmp_path: Path,
         assert await session.scalar(select(func.count(Message.id))) == 0
         assert await session.scalar(select(func.count(Import.id))) == 0
         assert await session.scalar(select(func.count(SessionRow.id))) == 0
+
+
+async def test_undo_keeps_what_was_known_and_revives_what_the_import_replaced(
+    db: Db, clock: FakeClock, embedder: WordLlamaEmbedder, tmp_path: Path
+) -> None:
+    person = await make_person(db, clock)
+    repo = SqlMemoryRepository(db, embedder, clock)
+    fact = Candidate("The person lives in Oslo with two cats", "identity", "core", 7, 0.9)
+    oslo = await repo.add(person.id, fact, source="extracted", actor="extraction")
+    known = Candidate("The person said: I keep bees on my roof", "fact", "core", 6, 0.9)
+    bees = await repo.add(person.id, known, source="extracted", actor="extraction")
+    path = tmp_path / "notes.txt"
+    path.write_text("I keep bees on my roof\nI moved from Oslo to Bergen last spring\n")
+    view = await read_export(
+        path, person=person, self_ids=(), sessions=db, clock=clock, config=ImportConfig()
+    )
+    moved = {
+        "content": "The person lives in Bergen with two cats",
+        "category": "identity",
+        "tier": "core",
+        "importance": 7,
+        "confidence": 0.9,
+        "supersedes": oslo.label,
+    }
+
+    def answer(request: ToolRequest) -> dict[str, Any]:
+        found = remember_person_lines(request)["memories"]
+        ids = [m["evidence_message_ids"][0] for m in found]
+        return {"memories": [found[0], {**moved, "evidence_message_ids": [ids[1]]}]}
+
+    llm = FakeToolCaller(default=answer)
+    deps = Extracting(db, repo, llm, embedder, clock)
+    assert await start_import(db, user_id=person.id, import_id=view.id, now=clock.now())
+    running = await get_import(db, user_id=person.id, import_id=view.id)
+    assert running is not None
+    done = await run_batch(deps, running, timezone=person.timezone)
+    assert done is not None and done.status == "done"
+    async with db() as session:
+        live = set(
+            await session.scalars(select(Memory.content).where(Memory.valid_until.is_(None)))
+        )
+    assert live == {bees.content, moved["content"]}  # bees known already: not again
+
+    undone = await undo(db, user_id=person.id, import_id=view.id)
+    assert undone is not None and undone.memories == 1
+    async with db() as session:
+        rows = (await session.execute(select(Memory.content, Memory.valid_until))).all()
+    assert {(content, until) for content, until in rows} == {
+        (oslo.content, None),
+        (bees.content, None),
+    }

@@ -23,7 +23,7 @@ def read(path: Path, max_bytes: int = 1_000_000) -> tuple[ExportReader, list[Exp
 
 def test_telegram_text_entities_dates_and_skips() -> None:
     reader, messages = read(DATA / "telegram_result.json")
-    assert reader.info.source == "telegram" and not reader.info.is_group
+    assert (reader.info.source, reader.info.chat_type) == ("telegram", "personal_chat")
     assert [m.author for m in messages] == ["Ana Lima", "Sam Rivers", "Ana Lima", "Sam Rivers"]
     assert messages[1].text == "I started working at Crumb & Co bakery in Lisbon, I love it"
     assert messages[1].author_id == "user111000111"
