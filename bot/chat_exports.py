@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -120,7 +120,7 @@ class ExportReader:
         if path.stat().st_size > max_bytes:
             raise ExportRejected("too_large", limit=_megabytes(max_bytes))
 
-    def messages(self) -> Iterator[ExportedMessage]:
+    def messages(self) -> Generator[ExportedMessage]:
         """Every message with text, oldest first within each conversation."""
         with self.path.open("rb") as raw:
             head = raw.read(2)

@@ -96,17 +96,22 @@ async def read_export(
 
     async def chunks() -> AsyncIterator[list[ImportLine]]:
         last, total = now, 0
-        while chunk := await asyncio.to_thread(_take, messages, CHUNK):
-            lines = []
-            for message in chunk:
-                last = message.sent_at or last
-                if message.author_id is not None and message.author_id in self_ids:
-                    found.setdefault("self", message.author)
-                lines.append(ImportLine(message.author, message.text, last, message.conversation))
-            total += len(lines)
-            if progress is not None:
-                progress(total)
-            yield lines
+        try:
+            while chunk := await asyncio.to_thread(_take, messages, CHUNK):
+                lines = []
+                for message in chunk:
+                    last = message.sent_at or last
+                    if message.author_id is not None and message.author_id in self_ids:
+                        found.setdefault("self", message.author)
+                    lines.append(
+                        ImportLine(message.author, message.text, last, message.conversation)
+                    )
+                total += len(lines)
+                if progress is not None:
+                    progress(total)
+                yield lines
+        finally:
+            messages.close()  # the file, also when storing failed half-way
         if total == 0:
             raise ExportRejected("empty")
 
