@@ -4,36 +4,19 @@ what was found with a Start button, Start, progress edited into the same message
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from sqlalchemy import func, select
 
 from bot.bootstrap import Core
 from memory.store.tables import Import, Message
-from tests.e2e.test_discord_bot import ALICE, point_at, replies_in, running
+from tests.e2e.test_discord_bot import ALICE, bot, fake, replies_in
 from tests.e2e.test_discord_interactions import answered, message_of
 from tests.fakes.discord_api import FakeDiscord
 
+__all__ = ["bot", "fake"]  # the fixtures this module shares with test_discord_bot
+
 DATA = Path(__file__).parents[1] / "data" / "imports"
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    """The fake Discord (REST, gateway and its CDN) on a loopback port."""
-    async with FakeDiscord(heartbeat_ms=500) as api:
-        yield api
-
-
-@pytest.fixture
-async def bot(core: Core, fake: FakeDiscord) -> AsyncIterator[None]:
-    """The adapter, running against the fake."""
-    point_at(core, fake)
-    async with running(core, fake):
-        yield
-
-
 OWN_EXPORT = (DATA / "discord_dm.json").read_bytes().replace(b'"444"', f'"{ALICE}"'.encode())
 
 
