@@ -16,6 +16,8 @@ from datetime import timedelta
 
 import structlog
 
+from adapters.import_cli import add_parser as add_import_parser
+from adapters.import_cli import run_import
 from bot import metrics
 from bot.bootstrap import Core, build_core, build_embedder_from, open_database
 from bot.config import Settings, load_settings
@@ -54,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     memory_commands.add_parser(
         "reembed", help="re-embed every message and memory (after changing the embedder)"
     )
+    add_import_parser(commands)
     return parser
 
 
@@ -301,6 +304,8 @@ def _main(args: argparse.Namespace) -> int:
             asyncio.run(_reembed(settings))
         elif args.command == "discord":
             asyncio.run(_sync_discord_commands(settings))
+        elif args.command == "import":
+            return asyncio.run(run_import(settings, args, _progress_bar))
     except ConfigurationError as exc:
         print(f"companion: {exc}", file=sys.stderr)
         return 2

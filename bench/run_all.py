@@ -35,6 +35,7 @@ BENCHMARKS = (
     "scheduler_scale",
     "load_telegram",
     "prompt_cache",
+    "import",
 )
 FIGURE = re.compile(r"^figure (\S+) (\S+) (\S+)\s*$", re.MULTILINE)
 

@@ -20,6 +20,8 @@ from bot.config import Settings
 from bot.conversation import Conversation, ConversationConfig
 from bot.errors import ConfigurationError
 from bot.health import Health
+from bot.import_progress import ImportRunner
+from bot.imports import Extracting, ImportConfig
 from bot.llm import LLM
 from bot.llm_tools import LLMToolCaller
 from bot.memory_gateway import MemoryServices, MemorySettings
@@ -64,6 +66,7 @@ class Core:
     memory: MemoryServices
     outbound: Outbound
     onboarding: TimezoneOnboarding | None = None
+    importer: ImportRunner | None = None
     embedded: EmbeddedPostgres | None = None
     closers: list[Any] = field(default_factory=list)
     health: Health = field(default_factory=Health)
@@ -133,6 +136,15 @@ def _openai_llm(settings: Settings) -> LLM:
         fast_model=settings.openai_fast_model,
         timeout_seconds=settings.llm_timeout_seconds,
         max_retries=settings.llm_max_retries,
+    )
+
+
+def import_config(settings: Settings) -> ImportConfig:
+    """The import settings."""
+    return ImportConfig(
+        max_bytes=settings.import_max_bytes,
+        input_price_per_mtok=settings.import_input_price_per_mtok,
+        output_price_per_mtok=settings.import_output_price_per_mtok,
     )
 
 
@@ -220,6 +232,7 @@ async def build_core(
         clock=clock,
         tool_caller=tool_caller,
         pin_limit=settings.pin_limit,
+        imports=import_config(settings),
     )
     memory = MemoryServices(
         sessions=sessions,
@@ -265,6 +278,9 @@ async def build_core(
         memory=memory,
         outbound=outbound,
         onboarding=onboarding,
+        importer=ImportRunner(
+            commands, Extracting(sessions, memories, tool_caller, embedder, clock), outbound
+        ),
         embedded=embedded,
     )
     for client in (model, embedder):

@@ -66,6 +66,14 @@ class Settings(BaseSettings):
     openai_embedding_model: str = "nomic-embed-text"
     pin_limit: int = Field(20, ge=1)
 
+    # Importing chat history
+    import_max_bytes: int = Field(50_000_000, ge=1000)
+    """The largest export read (unpacked); Telegram bots can download at most 20 MB."""
+    import_batch_seconds: float = Field(30.0, gt=0)
+    """How often each running import extracts one window (100 messages) in the background."""
+    import_input_price_per_mtok: float = Field(1.0, ge=0)
+    import_output_price_per_mtok: float = Field(5.0, ge=0)
+
     # Telegram
     telegram_bot_token: SecretStr | None = Field(None, validation_alias="TELEGRAM_BOT_TOKEN")
     telegram_api_base_url: str = Field(

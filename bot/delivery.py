@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from bot.domain import Recipient, Reply
 
@@ -17,3 +17,10 @@ class Delivery(Protocol):
     platform: str
 
     async def send(self, recipient: Recipient, reply: Reply) -> str: ...
+
+
+@runtime_checkable
+class EditingDelivery(Delivery, Protocol):
+    """A delivery port that can also replace an earlier message of the bot's in place."""
+
+    async def edit(self, chat_id: str, message_id: str, reply: Reply) -> None: ...

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file a person sent (a Telegram document, a Discord attachment): its name, its
+    size as the platform reports it, and how to fetch it into a local file."""
+
+    filename: str
+    size: int | None
+    fetch: Callable[[Path], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +34,8 @@ class IncomingMessage:
     """The person's language tag as the platform tells it ('en-US', 'de'), if it does."""
     local_zone: str | None = None
     """The IANA zone of the machine the person types on (the terminal), if known."""
+    attachment: Attachment | None = None
+    """A file sent with the message (only chat exports are read, to import them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +81,8 @@ class ButtonPress:
     chat_id: str | None = None
     display_name: str | None = None
     is_private: bool = True
+    message_id: str | None = None
+    """The platform id of the message the button is under (it is edited in place)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from collections.abc import Collection
 
 import structlog
 
-from bot.delivery import Delivery
+from bot.delivery import Delivery, EditingDelivery
 from bot.domain import Recipient, Reply
 from bot.errors import DeliveryFailed
 from memory.store.database import Database
@@ -47,6 +47,19 @@ class Outbound:
         return [
             Recipient(user_id, chat.platform, chat.platform_user_id, chat.chat_id) for chat in chats
         ]
+
+    async def edit(self, platform: str, chat_id: str, message_id: str, reply: Reply) -> bool:
+        """Show `reply` in place of an earlier message, on a platform whose delivery port
+        can edit; False when it cannot (the platform is not running, or the edit failed)."""
+        delivery = self._deliveries.get(platform)
+        if not isinstance(delivery, EditingDelivery):
+            return False
+        try:
+            await delivery.edit(chat_id, message_id, reply)
+        except DeliveryFailed as exc:
+            log.info("outbound.edit_failed", platform=platform, reason=exc.reason)
+            return False
+        return True
 
     async def send(self, user_id: int, reply: Reply) -> tuple[Recipient, str]:
         """Deliver to the first reachable chat; `DeliveryFailed` when none takes it."""

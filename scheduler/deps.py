@@ -9,6 +9,7 @@ from datetime import time, timedelta
 import numpy as np
 
 from bot.bootstrap import Core
+from bot.import_progress import ImportRunner
 from bot.llm import LLM
 from bot.llm_tools import LLMToolCaller
 from bot.memory_gateway import MemoryServices
@@ -43,6 +44,7 @@ class SchedulerConfig:
     tick_seconds: float = 60.0  # check-ins, follow-ups, outbox recovery
     nightly_seconds: float = 600.0  # patrol and diary for people past their 03:00
     sweep_seconds: float = 60.0  # close idle sessions and extract them
+    import_seconds: float = 30.0  # one extraction window of each running import
     misfire_grace_seconds: int = 30
 
 
@@ -52,6 +54,7 @@ def config_from(core: Core, **overrides: object) -> SchedulerConfig:
         "llm_steps": core.settings.has_llm,
         "idle_gap": timedelta(minutes=core.settings.session_idle_minutes),
         "memory_budget_tokens": core.settings.memory_budget_tokens,
+        "import_seconds": core.settings.import_batch_seconds,
     }
     values.update(overrides)
     return SchedulerConfig(**values)  # type: ignore[arg-type]
@@ -97,6 +100,7 @@ class SchedulerDeps:
     persona: str
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
     onboarding: TimezoneOnboarding | None = None  # the second timezone question
+    importer: ImportRunner | None = None  # imported chat history, a batch at a time
 
 
 def deps_from(core: Core, config: SchedulerConfig | None = None) -> SchedulerDeps:
@@ -115,4 +119,5 @@ def deps_from(core: Core, config: SchedulerConfig | None = None) -> SchedulerDep
         persona=load_persona(core.settings.persona_file),
         config=config or config_from(core),
         onboarding=core.onboarding,
+        importer=core.importer,
     )

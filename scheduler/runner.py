@@ -83,6 +83,9 @@ class SchedulerService:
         config, deps = self.deps.config, self.deps
         self._add("checkins", config.tick_seconds, lambda: minute_tick(deps), 0)
         self._add("nightly", config.nightly_seconds, lambda: run_nightly(deps), 1)
+        importer = deps.importer
+        if importer is not None and config.llm_steps:
+            self._add("imports", config.import_seconds, importer.tick, 3)
         if self._sweep:
             self._add(
                 "sweep",

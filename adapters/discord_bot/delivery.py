@@ -20,7 +20,7 @@ import discord
 import structlog
 
 from adapters.discord_bot.connection import client_options, discord_token, pointed_at
-from adapters.discord_bot.rendering import has_content, send_to_channel
+from adapters.discord_bot.rendering import has_content, send_to_channel, view_for
 from bot.bootstrap import Core
 from bot.domain import Recipient, Reply
 from bot.errors import ConfigurationError, DeliveryFailed
@@ -64,6 +64,16 @@ class DiscordDelivery:
             raise DeliveryFailed("error", f"HTTP {exc.status}, code {exc.code}") from exc
         log.info("discord.delivered", user_id=recipient.user_id, messages=len(sent))
         return str(sent[-1].id)
+
+    async def edit(self, chat_id: str, message_id: str, reply: Reply) -> None:
+        """Show `reply` in place of an earlier message of the bot's (an import's progress)."""
+        channel = self._client.get_partial_messageable(int(chat_id))
+        try:
+            await channel.get_partial_message(int(message_id)).edit(
+                content=reply.text[:2000], view=view_for(reply)
+            )
+        except discord.HTTPException as exc:
+            raise DeliveryFailed("error", f"HTTP {exc.status}, code {exc.code}") from exc
 
 
 @contextlib.asynccontextmanager

@@ -84,6 +84,7 @@ class InteractionHandler:
             chat_id=_chat_id(interaction),
             display_name=interaction.user.display_name,
             is_private=private,
+            message_id=str(interaction.message.id) if interaction.message is not None else None,
         )
         reply = await _core_reply(self._core.router.press(press), press=True)
         if not has_content(reply):

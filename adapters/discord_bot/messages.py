@@ -12,6 +12,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import discord
 import structlog
@@ -21,7 +22,8 @@ from adapters.discord_bot.rendering import has_content, send_to_channel
 from adapters.inflight import InFlight
 from adapters.ratelimit import RATE_LIMITED, RateLimiter
 from bot.bootstrap import Core
-from bot.domain import IncomingMessage, Reply
+from bot.chat_exports import looks_importable
+from bot.domain import Attachment, IncomingMessage, Reply
 
 log = structlog.get_logger(__name__)
 
@@ -81,6 +83,9 @@ class MessageHandler:
             await self._route(message, _text_of(message, bot))
 
     async def _route(self, message: discord.Message, text: str) -> None:
+        if _importable(message) and not text.startswith("/"):
+            await self._answer(Turn(_incoming(message, text, _attachment(message)), message))
+            return
         notice = _unreadable(message, text)
         if notice is not None:
             await self._say(message, Reply(notice))
@@ -214,7 +219,24 @@ def _text_of(message: discord.Message, bot: discord.ClientUser | None) -> str:
     return text.strip()
 
 
-def _incoming(message: discord.Message, text: str) -> IncomingMessage:
+def _importable(message: discord.Message) -> bool:
+    """A file named like a chat export is for the importer; other files are not read."""
+    return bool(message.attachments) and looks_importable(message.attachments[0].filename)
+
+
+def _attachment(message: discord.Message) -> Attachment:
+    """The first file of a message (a chat export to import), fetched only when read."""
+    first = message.attachments[0]
+
+    async def fetch(path: Path) -> None:
+        await first.save(path)
+
+    return Attachment(first.filename, first.size, fetch)
+
+
+def _incoming(
+    message: discord.Message, text: str, attachment: Attachment | None = None
+) -> IncomingMessage:
     return IncomingMessage(
         platform=PLATFORM,
         platform_user_id=str(message.author.id),
@@ -224,6 +246,7 @@ def _incoming(message: discord.Message, text: str) -> IncomingMessage:
         platform_message_id=str(message.id),
         sent_at=message.created_at,
         is_private=message.guild is None,
+        attachment=attachment,
     )
 
 

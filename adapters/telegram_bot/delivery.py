@@ -76,3 +76,10 @@ class TelegramDelivery:
                 )
             raise failure from exc
         return str(message_id) if message_id is not None else ""
+
+    async def edit(self, chat_id: str, message_id: str, reply: Reply) -> None:
+        """Show `reply` in place of an earlier message (an import's progress)."""
+        try:
+            await self._sender.edit(int(chat_id), int(message_id), reply)
+        except TelegramError as exc:
+            raise failure_for(exc) from exc

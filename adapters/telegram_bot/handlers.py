@@ -113,6 +113,8 @@ class TelegramHandlers:
         if inbound.unsupported is not None:
             note = Reply(UNSUPPORTED.format(kind=inbound.unsupported))
             await self._deliver(target, note, personal=False)
+        elif inbound.incoming.attachment is not None:
+            await self._file(inbound, target)
         elif inbound.command is not None:
             await self._command(inbound, target)
         else:
@@ -154,6 +156,7 @@ class TelegramHandlers:
             chat_id=str(chat.id) if chat is not None else None,
             display_name=user.full_name or None,
             is_private=private,
+            message_id=str(message.message_id) if message is not None else None,
         )
         reply = await self._core.router.press(press)
         target = Target(chat.id if chat is not None else user.id, user.id, private)
@@ -225,6 +228,13 @@ class TelegramHandlers:
             reply = await self._core.router.handle(inbound.incoming)
             personal = inbound.command.name in PERSONAL_COMMANDS
             await self._deliver(target, reply, personal=personal)
+
+    async def _file(self, inbound: Inbound, target: Target) -> None:
+        """A document: read by the core (an export to import), answered at once."""
+        with self._inflight.track():
+            async with self._typing(target.chat_id):
+                reply = await self._core.router.handle(inbound.incoming)
+            await self._deliver(target, reply, personal=False)
 
     async def _store_turn(self, turn: Turn) -> None:
         await self._core.router.record(turn.incoming)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from telegram import Message, MessageEntity
 from telegram.constants import ChatType
 
+from bot.chat_exports import looks_importable
 from bot.commands.router import ParsedCommand, parse_command
-from bot.domain import IncomingMessage
+from bot.domain import Attachment, IncomingMessage
 from bot.text import clean_text
 
 PLATFORM = "telegram"
@@ -74,8 +76,9 @@ def read_message(message: Message, me: BotIdentity) -> Inbound | None:
     if not private and (message.chat.type not in GROUP_TYPES or not addressed(message, me)):
         return None
     raw = message.text if message.text is not None else message.caption
-    unsupported = unsupported_kind(message) if raw is None else None
-    if raw is None and unsupported is None:
+    attachment = document_of(message)
+    unsupported = unsupported_kind(message) if raw is None and attachment is None else None
+    if raw is None and unsupported is None and attachment is None:
         return None
     text = clean_text(raw or "")
     if not private:
@@ -90,6 +93,7 @@ def read_message(message: Message, me: BotIdentity) -> Inbound | None:
         sent_at=message.date,
         is_private=private,
         locale=user.language_code,
+        attachment=attachment,
     )
     return Inbound(
         incoming=incoming,
@@ -97,7 +101,7 @@ def read_message(message: Message, me: BotIdentity) -> Inbound | None:
         user_id=user.id,
         message_id=message.message_id,
         private=private,
-        command=parse_command(text) if raw is not None else None,
+        command=parse_command(text) if raw is not None and attachment is None else None,
         unsupported=unsupported,
     )
 
@@ -158,6 +162,21 @@ def strip_mention(text: str, username: str) -> str:
     stripped = pattern.sub("", text)
     stripped = re.sub(r"^[\s,:;]+", "", stripped)
     return re.sub(r"[ \t]{2,}", " ", stripped).strip()
+
+
+def document_of(message: Message) -> Attachment | None:
+    """A file sent as a document (a chat export to import), fetched only when read."""
+    document = message.document
+    if document is None or message.animation is not None:
+        return None
+    if not looks_importable(document.file_name or ""):
+        return None
+
+    async def fetch(path: Path) -> None:
+        found = await message.get_bot().get_file(document.file_id)
+        await found.download_to_drive(path)
+
+    return Attachment(document.file_name or "document", document.file_size, fetch)
 
 
 def unsupported_kind(message: Message) -> str | None:

@@ -22,6 +22,7 @@ What I remember
 /remember … — tell me something to keep
 /edit m12 … — correct a memory (or ✏️ Edit under /memory)
 /export — download everything I keep about you
+/import — bring in an old chat: send me its export as a file (/import undo removes it)
 
 Messages I start
 /settings — timezone, daily check-in, quiet hours, notices
@@ -46,6 +47,7 @@ ERASE_LABELS = {
     "diary_entries": "diary entries",
     "outreach": "check-ins I sent",
     "held_notices": "notes waiting for your quiet hours to end",
+    "imports": "imported chats",
 }
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from bot.domain import Button, ButtonPress, IncomingMessage
+from bot.imports import ImportConfig
 from memory.care.provenance import record_command
 from memory.store.actions import Action, SqlActionStore
 from memory.store.conversations import SqlConversationStore
@@ -32,6 +33,7 @@ class CommandDeps:
     tool_caller: ToolCaller | None
     pin_limit: int = 20
     page_size: int = 10
+    imports: ImportConfig = field(default_factory=ImportConfig)
 
 
 @dataclass(frozen=True, slots=True)

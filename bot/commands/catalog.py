@@ -51,4 +51,7 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("quiet", "Set quiet hours", "hours", "HH:MM-HH:MM, or off"),
     CommandInfo("pause", "Pause all messages I send on my own"),
     CommandInfo("resume", "Resume messages I send on my own"),
+    CommandInfo(
+        "import", "Bring in an old chat (send its export as a file)", "undo", "undo: remove it"
+    ),
 )

@@ -13,6 +13,7 @@ from bot.text import clean_text
 
 Handler = Callable[[IncomingMessage, str], Awaitable[Reply]]
 PressHandler = Callable[[ButtonPress, str], Awaitable[Reply]]
+FileHandler = Callable[[IncomingMessage], Awaitable[Reply]]
 STALE_BUTTON = "That button has expired or isn't valid any more. Send /help to start again."
 
 
@@ -42,10 +43,15 @@ class Router:
         self._conversation = conversation
         self._handlers: dict[str, Handler] = {}
         self._press_handlers: dict[str, PressHandler] = {}
+        self._files: FileHandler | None = None
 
     def register(self, name: str, handler: Handler) -> None:
         """Add or replace the handler of `/name`."""
         self._handlers[name] = handler
+
+    def register_files(self, handler: FileHandler) -> None:
+        """Handle messages that carry a file (chat exports to import)."""
+        self._files = handler
 
     def register_press(self, prefix: str, handler: PressHandler) -> None:
         """Handle button actions `prefix:rest`; the handler gets `rest`."""
@@ -58,6 +64,9 @@ class Router:
 
     async def handle(self, incoming: IncomingMessage) -> Reply:
         """The reply to one incoming message or command."""
+        if incoming.attachment is not None and self._files is not None:
+            with metrics.observe_turn(incoming.platform, "command"):
+                return await self._files(incoming)
         command = parse_command(clean_text(incoming.text))
         kind = "message" if command is None else "command"
         # A plain message is counted once, when it is first stored (a burst's earlier

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.commands import account, edit, editing, memory_view, preferences, questions
+from bot.commands import account, edit, editing, importing, memory_view, preferences, questions
 from bot.commands.base import ACTION_PREFIX, CommandDeps, CommandSource, person_of
 from bot.commands.router import STALE_BUTTON, Router
 from bot.domain import ButtonPress, IncomingMessage, Reply
@@ -39,6 +39,7 @@ COMMANDS: dict[str, Command] = {
     "quiet": preferences.quiet_command,
     "pause": lambda d, p, a: preferences.pause_command(d, p, True),
     "resume": lambda d, p, a: preferences.pause_command(d, p, False),
+    "import": importing.import_command,
 }
 
 
@@ -83,7 +84,12 @@ VERBS: dict[str, Verb] = {
     "set": preferences.set_flags,
     "update_yes": lambda d, p, x: questions.answer(d, p, x, True),
     "update_no": lambda d, p, x: questions.answer(d, p, x, False),
+    "import_self": importing.chose_self,
+    "import_undo": importing.undo_verb,
 }
+PressVerb = Callable[[CommandDeps, Person, dict[str, Any], ButtonPress], Awaitable[Reply]]
+PRESS_VERBS: dict[str, PressVerb] = {"import_start": importing.start}
+"""Verbs that need the press itself (the message under which the button was)."""
 
 
 def install_commands(router: Router, deps: CommandDeps) -> None:
@@ -94,6 +100,7 @@ def install_commands(router: Router, deps: CommandDeps) -> None:
         router.register(name, _command_handler(deps, name, sourced))
     router.register("start", _start_handler(deps))
     router.register_press(ACTION_PREFIX, _press_handler(deps))
+    router.register_files(lambda incoming: importing.receive_file(deps, incoming))
 
 
 def _unsourced(command: Command) -> SourcedCommand:
@@ -132,6 +139,9 @@ def _press_handler(deps: CommandDeps) -> Callable[[ButtonPress, str], Awaitable[
         action = await deps.actions.resolve_account(
             button.platform, button.platform_user_id, token, now=deps.clock.now()
         )
+        if action is not None and action.verb in PRESS_VERBS:
+            person = await person_of(deps, button)
+            return await PRESS_VERBS[action.verb](deps, person, action.payload, button)
         verb = VERBS.get(action.verb) if action is not None else None
         if action is None or verb is None:
             return Reply(STALE_BUTTON)

@@ -151,6 +151,7 @@ async def day_messages(
                 Message.created_at >= start,
                 Message.created_at < end,
                 Message.status.not_in(UNSHOWN_STATUSES),
+                Message.import_id.is_(None),  # an imported old chat is not that day's talk
             )
         )
         .order_by(Message.id.desc())

@@ -92,9 +92,11 @@ async def extract_session(
     clock: Clock,
     timezone: str,
     min_importance: float = 3,
+    summarise: bool = True,
 ) -> ExtractionOutcome:
     """Extract, validate and store what the session's new messages say about the person;
-    once a closed session is read to its end, summarise how it went.
+    once a closed session is read to its end, summarise how it went (unless `summarise`
+    is False: an imported old chat is not a conversation with the companion).
 
     Stores and the watermark commit together, and the watermark moves only over the
     messages the stored answer covered; on a model failure (a cut-off answer included,
@@ -119,7 +121,7 @@ async def extract_session(
         through = run.window[-1].id if run.window else read.watermark
         await _advance(batch, session_id, through, run.has_more)
     outcome = replace(outcome, skipped=outcome.skipped + run.dropped)
-    if read.closed and not run.has_more:
+    if summarise and read.closed and not run.has_more:
         await summarise_closed_session(
             sessions=sessions, user_id=user_id, session_id=session_id, llm=llm, timezone=timezone
         )
@@ -389,7 +391,8 @@ async def due_sessions(
     )
     pending = select(func.count()).select_from(new_user_messages).scalar_subquery()
     query = select(SessionRow.user_id, SessionRow.id).where(
-        or_(SessionRow.extraction_due, and_(SessionRow.closed_at.is_(None), pending >= every_n))
+        or_(SessionRow.extraction_due, and_(SessionRow.closed_at.is_(None), pending >= every_n)),
+        SessionRow.import_id.is_(None),  # imports are read at their own pace (bot/imports.py)
     )
     if max_attempts is not None:
         query = query.where(SessionRow.extraction_attempts < max_attempts)

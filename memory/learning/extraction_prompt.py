@@ -119,7 +119,8 @@ at all, give it confidence 0.1).
 Rules:
 1. Only what THE PERSON said about themselves and their own life. Messages from THE \
 COMPANION are shown for context only: never record what the companion said, suggested or \
-assumed, and never cite a companion message as evidence.
+assumed, and never cite a companion message as evidence. The same holds for SOMEONE ELSE \
+in an imported old chat of the person's: context only, never a source nor evidence.
 2. Write each memory in the third person ("The person has a job interview at Acme"), \
 specific and self-contained (names, places, what exactly), one fact per memory, at most \
 500 characters.
@@ -257,9 +258,21 @@ def quoted(text: str) -> str:
     return "\n".join("  " + line for line in safe.splitlines() or [""])
 
 
+_SPEAKERS = {
+    "user": "THE PERSON",
+    "other": "SOMEONE ELSE in an old chat of theirs (context only, not a source)",
+}
+"""Who said a message, by role; anything else is the companion's own words."""
+
+
+def speaker(role: str) -> str:
+    """The header name of a message's author in prompts about the conversation."""
+    return _SPEAKERS.get(role, "THE COMPANION (context only, not a source)")
+
+
 def _header(message: StoredMessage, zone: ZoneInfo) -> str:
     local = message.created_at.astimezone(zone)
-    who = "THE PERSON" if message.role == "user" else "THE COMPANION (context only, not a source)"
+    who = speaker(message.role)
     return f"[#{message.id} | {who} | {local:%a %Y-%m-%d %H:%M}]"
 
 

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from memory.care.erasure import HIDDEN
 from memory.care.lifespan import zone_of
 from memory.learning.diary import UNSHOWN_STATUSES
-from memory.learning.extraction_prompt import ToolSchema, quoted, strip_memory_blocks
+from memory.learning.extraction_prompt import ToolSchema, quoted, speaker, strip_memory_blocks
 from memory.store.log_statements import stored_messages
 from memory.store.ports import ToolCaller
 from memory.store.records import StoredMessage
@@ -106,7 +106,7 @@ async def _read(
 def summary_prompt(earlier: str, messages: Sequence[StoredMessage], zone: ZoneInfo) -> str:
     """The quoted conversation (and the summary of its earlier part) to summarise."""
     turns = "\n".join(
-        f"[{'THE PERSON' if m.role == 'user' else 'THE COMPANION'} | "
+        f"[{speaker(m.role).split(' (')[0]} | "
         f"{m.created_at.astimezone(zone):%a %Y-%m-%d %H:%M}]\n"
         f"{quoted(strip_memory_blocks(m.content))}"
         for m in messages

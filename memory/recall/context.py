@@ -257,6 +257,9 @@ def standing_sections(rows: Sequence[Standing], now: datetime, zone: ZoneInfo) -
     ]
 
 
+_SPEAKERS = {"user": "they said", "other": "someone else said to them (an imported chat)"}
+
+
 def recall_section(found: Sequence[Recalled], zone: ZoneInfo) -> Section:
     """What recall found for this message: memories first, then past messages."""
     lines = []
@@ -264,7 +267,7 @@ def recall_section(found: Sequence[Recalled], zone: ZoneInfo) -> Section:
         if item.kind == "memory":
             lines.append(Line(item.content, item.id))
         else:
-            who = "they said" if item.role == "user" else "you said"
+            who = _SPEAKERS.get(item.role or "", "you said")
             when = item.created_at.astimezone(zone)
             lines.append(Line(f"On {when:%-d %b %Y} {who}: {item.content[:300]}"))
     return Section(RELEVANT, tuple(lines))
@@ -293,6 +296,7 @@ def extras_statement(with_last_summary: bool) -> Select[list[str] | None, str | 
                 Session.user_id == bindparam("uid"),
                 Session.closed_at.is_not(None),
                 Session.id != bindparam("sid"),
+                Session.import_id.is_(None),
             )
             .order_by(Session.id.desc())
             .limit(1)

@@ -3,8 +3,10 @@
 A turn reads the current session's messages (after its running summary), the visible
 messages of the person's earlier sessions that ended within the recent-past window, and
 those sessions' summaries. Sessions still bound extraction; this is only what the model
-sees. Earlier sessions are found through `ix_sessions_user_open` (user, closed_at) and
-their messages through `ix_messages_session_id`, so the read is bounded by the window,
+sees. Imported old chats (sessions with an `import_id`) are never part of it, however
+recent their dates: they are history for recall, not turns of this conversation.
+Earlier sessions are found through `ix_sessions_user_open` (user, closed_at) and their
+messages through `ix_messages_session_id`, so the read is bounded by the window,
 not by how long the person has been talking to the companion.
 """
 
@@ -31,6 +33,7 @@ WITH earlier_sessions AS (
     SELECT s.id, s.summary, s.started_at, s.closed_at
     FROM sessions AS s
     WHERE s.user_id = :uid AND s.id <> :sid AND s.closed_at >= :since
+      AND s.import_id IS NULL
     ORDER BY s.id DESC
     LIMIT :max_sessions
 ),

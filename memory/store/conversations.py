@@ -457,7 +457,11 @@ class SqlConversationStore:
         async with self._sessions() as db:
             row = await db.scalar(
                 select(SessionRow)
-                .where(SessionRow.user_id == user_id, SessionRow.closed_at.is_not(None))
+                .where(
+                    SessionRow.user_id == user_id,
+                    SessionRow.closed_at.is_not(None),
+                    SessionRow.import_id.is_(None),
+                )
                 .order_by(SessionRow.id.desc())
                 .limit(1)
             )

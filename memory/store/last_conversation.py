@@ -19,7 +19,7 @@ async def latest_conversation(
     person's latest session; ('', []) when they have none."""
     latest = (
         select(SessionRow.id, SessionRow.summary)
-        .where(SessionRow.user_id == user_id)
+        .where(SessionRow.user_id == user_id, SessionRow.import_id.is_(None))
         .order_by(SessionRow.id.desc())
         .limit(1)
         .subquery()

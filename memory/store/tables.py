@@ -120,7 +120,15 @@ class Session(Base):
     """A stretch of conversation, closed after an idle gap."""
 
     __tablename__ = "sessions"
-    __table_args__ = (Index("ix_sessions_user_open", "user_id", "closed_at"),)
+    __table_args__ = (
+        Index("ix_sessions_user_open", "user_id", "closed_at"),
+        Index(
+            "ix_sessions_import",
+            "import_id",
+            "id",
+            postgresql_where=text("import_id IS NOT NULL"),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
@@ -135,6 +143,10 @@ class Session(Base):
     summary_stale: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     """Closed, and its summary dropped since words in it were forgotten or restored: the
     nightly patrol writes it again from what is visible."""
+    import_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("imports.id", ondelete="CASCADE")
+    )
+    """The import this stretch of old chat came from (never a live conversation)."""
 
 
 class Message(Base):
@@ -152,6 +164,12 @@ class Message(Base):
             "platform_message_id",
             unique=True,
             postgresql_where=text("platform_message_id IS NOT NULL AND role = 'user'"),
+        ),
+        Index(
+            "ix_messages_import",
+            "import_id",
+            "id",
+            postgresql_where=text("import_id IS NOT NULL"),
         ),
         Index(
             "ix_messages_unembedded",
@@ -180,6 +198,44 @@ class Message(Base):
     tsv: Mapped[Any] = mapped_column(
         TSVECTOR, Computed("to_tsvector('english', content)", persisted=True), **UNLOADED
     )
+    import_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("imports.id", ondelete="CASCADE")
+    )
+    """The import this old message came from; its `created_at` is its original date."""
+    author: Mapped[str | None] = mapped_column(String(200))
+    """Who wrote an imported message, as the export names them."""
+
+
+class Import(Base):
+    """One chat export brought in: what it held, whose words are the person's, and how
+    far extraction has read (each import session's own watermark is the resume point)."""
+
+    __tablename__ = "imports"
+    __table_args__ = (
+        CheckConstraint(
+            "source IN ('telegram', 'chatgpt', 'discord', 'text')", name="imports_source"
+        ),
+        CheckConstraint("status IN ('pending', 'running', 'done')", name="imports_status"),
+        Index("ix_imports_user", "user_id", "id"),
+        Index("ix_imports_running", "id", postgresql_where=text("status = 'running'")),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    source: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), server_default="pending")
+    self_name: Mapped[str | None] = mapped_column(String(200))
+    participants: Mapped[list[Any]] = mapped_column(JSONB, server_default=text("'[]'"))
+    message_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    extracted_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    first_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    progress_platform: Mapped[str | None] = mapped_column(String(32))
+    progress_chat_id: Mapped[str | None] = mapped_column(String(128))
+    progress_message_id: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Thread(Base):

@@ -29,7 +29,7 @@ async def claim_second_asks(
     twice (`timezone_asks = 2`, `timezone_asked_at = now`)."""
     last_active = (
         select(Message.created_at)
-        .where(Message.user_id == User.id, Message.role == "user")
+        .where(Message.user_id == User.id, Message.role == "user", Message.import_id.is_(None))
         .order_by(Message.id.desc())
         .limit(1)
         .scalar_subquery()

@@ -134,6 +134,9 @@ class FakeDiscord:
         self._acknowledged: set[str] = set()  # tokens whose interaction got its one response
         self.rejected: list[tuple[int, int]] = []  # (interaction id, error code) refused
         self.rate_limited = 0
+        self.uploads: dict[str, bytes] = {}  # attachment id -> the file a person sent
+        self.downloads: list[str] = []
+        self.edits: list[tuple[int, str]] = []  # (message id, new content) by PATCH
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
@@ -143,6 +146,7 @@ class FakeDiscord:
         app = web.Application()
         app.router.add_get("/gateway", self.gateway.handle)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
+        app.router.add_get("/attachments/{id}/{name}", self._attachment)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         sock = socket.socket()
@@ -240,6 +244,38 @@ class FakeDiscord:
         )
         await self.gateway.dispatch("MESSAGE_CREATE", payload)
         return message_id
+
+    async def dm_file(
+        self, user_id: int, filename: str, content: bytes, *, size: int | None = None
+    ) -> int:
+        """A person sends the bot a file in their DM (served back from the fake's CDN)."""
+        attachment_id = str(self.snowflake())
+        self.uploads[attachment_id] = content
+        attachment = {
+            "id": attachment_id,
+            "filename": filename,
+            "size": len(content) if size is None else size,
+            "url": f"{self.base_url}/attachments/{attachment_id}/{filename}",
+            "proxy_url": f"{self.base_url}/attachments/{attachment_id}/{filename}",
+        }
+        return await self.dm(user_id, "", attachments=[attachment])
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        attachment_id = request.match_info["id"]
+        if attachment_id not in self.uploads:
+            return web.Response(status=404)
+        self.downloads.append(attachment_id)
+        return web.Response(body=self.uploads[attachment_id])
+
+    async def _edit_message(self, request: web.Request, channel: str, message: str) -> web.Response:
+        body, _ = await _read_body(request)
+        for sent in self.messages:
+            if sent.id == int(message) and sent.channel_id == int(channel):
+                sent.content = body.get("content") or sent.content
+                sent.components = body.get("components") or []
+                self.edits.append((sent.id, sent.content))
+                return json_response(self._message_json(sent))
+        return json_response({"message": "Unknown Message", "code": 10008}, status=404)
 
     async def edit_dm(self, user_id: int, message_id: int, content: str) -> None:
         """A person edits a DM they sent."""
@@ -440,6 +476,7 @@ class FakeDiscord:
             ("GET", r"/gateway(?:/bot)?", self._get_gateway),
             ("POST", r"/users/@me/channels", self._create_dm),
             ("POST", r"/channels/(\d+)/messages", self._create_message),
+            ("PATCH", r"/channels/(\d+)/messages/(\d+)", self._edit_message),
             ("POST", r"/channels/(\d+)/typing", self._typing),
             ("POST", r"/interactions/(\d+)/([^/]+)/callback", self._interaction_callback),
             ("POST", r"/webhooks/(\d+)/([^/]+)", self._followup),

@@ -238,6 +238,9 @@ class FakeTelegramAPI:
         self._forbidden: dict[int, str] = {}
         self._queries: dict[str, bool] = {}
         self._failures: list[ScriptedFailure] = []
+        self.files: dict[str, bytes] = {}
+        """Files people sent, by file id (getFile and the download route serve them)."""
+        self.downloads: list[str] = []
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._client: aiohttp.ClientSession | None = None
@@ -257,6 +260,7 @@ class FakeTelegramAPI:
         """Listen on a free loopback port."""
         app = web.Application(client_max_size=60 * 1024 * 1024)
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(
             app, handle_signals=False, handler_cancellation=True, shutdown_timeout=0.5
         )
@@ -362,6 +366,32 @@ class FakeTelegramAPI:
             found = auto_entities(caption)
             if found:
                 message["caption_entities"] = found
+        self._attach_reply(message, reply_to_bot=reply_to_bot, reply_to=None)
+        self._push({"message": message})
+        return int(message["message_id"])
+
+    def push_document(
+        self,
+        user_id: int,
+        filename: str,
+        content: bytes,
+        *,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+        reply_to_bot: bool = False,
+        file_size: int | None = None,
+    ) -> int:
+        """A person sends a file as a document (getFile and the download serve it)."""
+        message = self._new_message(user_id, chat_id, chat_type, None)
+        file_id = f"doc-in-{message['message_id']}-{user_id}"
+        self.files[file_id] = content
+        message["document"] = {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_name": filename,
+            "mime_type": "application/json",
+            "file_size": len(content) if file_size is None else file_size,
+        }
         self._attach_reply(message, reply_to_bot=reply_to_bot, reply_to=None)
         self._push({"message": message})
         return int(message["message_id"])
@@ -565,6 +595,26 @@ class FakeTelegramAPI:
             raise ApiError(failure.status, failure.description, failure.retry_after)
 
     # Methods: identity and updates
+
+    async def _api_getfile(self, params: dict[str, Any]) -> dict[str, Any]:
+        file_id = str(params.get("file_id", ""))
+        if file_id not in self.files:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_size": len(self.files[file_id]),
+            "file_path": f"documents/{file_id}",
+        }
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        file_id = request.match_info["path"].removeprefix("documents/")
+        if file_id not in self.files:
+            return web.Response(status=404)
+        self.downloads.append(file_id)
+        return web.Response(body=self.files[file_id])
 
     async def _api_getme(self, params: dict[str, Any]) -> dict[str, Any]:
         return self.bot_user

@@ -9,12 +9,13 @@ changed since says so and changes nothing.
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 from sqlalchemy import select
 
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
-from bot.commands.setup import VERBS
+from bot.commands.setup import PRESS_VERBS, VERBS
 from bot.domain import Button, Reply
 from memory.store.tables import ButtonAction, Identity, MemoryEvent
 from tests.conftest import FakeClock
@@ -22,7 +23,9 @@ from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.delivery import RecordingDelivery
 from tests.fakes.extractor import RuleExtractor
 from tests.support.catalog import snapshot, user_id_of
-from tests.support.commands import button, press, press_action, remember, run
+from tests.support.commands import button, press, press_action, remember, run, send_file
+
+IMPORTS = Path(__file__).parents[1] / "data" / "imports"
 
 
 async def a_notice(core: Core, clock: FakeClock, llm: ScriptedLLM) -> Reply:
@@ -76,6 +79,8 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
     quiet_menu = await press(core, settings, "Quiet hours")
     timezone_menu = await press(core, settings, "Timezone")
     question = await a_question(core, clock, llm)
+    whose = await send_file(core, "result.json", (IMPORTS / "hostile_result.json").read_bytes())
+    own = await send_file(core, "notes.txt", (IMPORTS / "notes.txt").read_bytes())
     erase = await run(core, "/forget all")
     picks = [
         (notice, "↩ Undo m1"),
@@ -104,6 +109,9 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
         (timezone_menu, "Tokyo"),
         (question, "Yes"),
         (question, "No"),
+        (whose, "Sam Rivers"),
+        (whose, "Cancel"),
+        (own, "Start"),
         (erase, "Cancel"),
         (erase, "Yes"),  # last: Alice presses them in this order below
     ]
@@ -120,7 +128,7 @@ async def test_nobody_else_can_press_any_of_a_persons_buttons(
         verbs = set(
             await db.scalars(select(ButtonAction.verb).where(ButtonAction.token.in_(tokens)))
         )
-    assert verbs == set(VERBS), f"not exercised: {set(VERBS) - verbs}"
+    assert verbs == set(VERBS) | set(PRESS_VERBS), f"not exercised: {set(VERBS) - verbs}"
     await remember(core, "bob's own fact", user="bob")
     before = await snapshot(core.sessions, alice)
 

@@ -22,7 +22,7 @@ from tests.support.catalog import (
     tables_with_user_id,
     user_id_of,
 )
-from tests.support.commands import press, remember, run
+from tests.support.commands import press, remember, run, send_file
 
 
 async def seed_everything(core: Core, clock: FakeClock, user: str) -> int:
@@ -32,6 +32,7 @@ async def seed_everything(core: Core, clock: FakeClock, user: str) -> int:
     await run(core, "the Zephyr needs new sails", user)  # sessions, messages
     await run(core, "/forget Zephyr", user)  # a memory in the trash, hidden messages
     await remember(core, f"{user} sails the Zephyr on Sundays", user=user)
+    await send_file(core, "notes.txt", b"I painted the Zephyr blue\n", user)  # imports
     user_id = await user_id_of(core.sessions, user)
     async with core.sessions.begin() as db:  # no command writes these: the scheduler does
         db.add(Thread(user_id=user_id, title="Fixing the Zephyr", session_ids=[1]))

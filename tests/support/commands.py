@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
 from bot.bootstrap import Core
-from bot.domain import Button, ButtonPress, IncomingMessage, Reply
+from bot.domain import Attachment, Button, ButtonPress, IncomingMessage, Reply
 
 
 def says(text: str, user: str = "alice") -> IncomingMessage:
@@ -46,3 +50,13 @@ async def remember(core: Core, *facts: str, user: str = "alice") -> list[Reply]:
         assert reply.text.startswith("Got it"), reply.text
         replies.append(reply)
     return replies
+
+
+async def send_file(core: Core, filename: str, content: bytes, user: str = "alice") -> Reply:
+    """The reply to `user` sending a file (a chat export) in their private chat."""
+
+    async def fetch(path: Path) -> None:
+        await asyncio.to_thread(path.write_bytes, content)
+
+    incoming = replace(says("", user), attachment=Attachment(filename, len(content), fetch))
+    return await core.router.handle(incoming)
