@@ -43,7 +43,8 @@ class Outbound:
         self._deliveries.pop(platform, None)
 
     async def recipients(self, user_id: int) -> list[Recipient]:
-        """The person's reachable private chats on running platforms, newest first."""
+        """The person's reachable private chats on running platforms: the account they
+        chose for check-ins (`/link`) first, then the newest."""
         async with self._sessions() as db:
             rows = await db.scalars(
                 select(Identity)
@@ -53,7 +54,7 @@ class Outbound:
                     Identity.chat_id.is_not(None),
                     Identity.platform.in_(list(self._deliveries)),
                 )
-                .order_by(Identity.id.desc())
+                .order_by(Identity.outreach.desc(), Identity.id.desc())
             )
             return [
                 Recipient(user_id, row.platform, row.platform_user_id, row.chat_id or "")

@@ -51,4 +51,11 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("quiet", "Set quiet hours", "hours", "HH:MM-HH:MM, or off"),
     CommandInfo("pause", "Pause all messages I send on my own"),
     CommandInfo("resume", "Resume messages I send on my own"),
+    CommandInfo(
+        "link",
+        "Link your accounts on other platforms",
+        "code",
+        "the code /link gave you on your other platform (empty for a new code)",
+    ),
+    CommandInfo("unlink", "Take this account out of your linked accounts"),
 )
