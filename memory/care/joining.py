@@ -90,8 +90,12 @@ class Joined:
 
 
 async def lock_people(db: AsyncSession, ids: list[int]) -> list[User]:
-    """Both people's rows, locked in id order (two joins at once cannot deadlock),
-    oldest first."""
+    """The people's rows, oldest first, locked after all their accounts: the inbound path
+    locks an account and then writes under its person, so taking them in the same order
+    keeps a message arriving meanwhile from deadlocking with the join (it waits)."""
+    await db.execute(
+        select(Identity.id).where(Identity.user_id.in_(ids)).order_by(Identity.id).with_for_update()
+    )
     rows = list(
         await db.scalars(select(User).where(User.id.in_(ids)).order_by(User.id).with_for_update())
     )

@@ -5,6 +5,7 @@ and codes in a group change nothing; `/unlink` takes an account out again."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import time, timedelta
 
@@ -176,6 +177,21 @@ async def test_wrong_expired_used_and_rate_limited_codes_change_nothing(
     for _ in range(3):  # five codes an hour (two were asked for above)
         await code_for(core, "telegram")
     assert "Try again in" in (await send(core, "telegram", "/link")).text
+
+
+async def test_a_code_sent_from_two_accounts_at_once_links_only_one(
+    core: Core, clock: FakeClock
+) -> None:
+    await send(core, "discord", "/remember I play the cello")
+    await send(core, "console", "/remember I play the cello")
+    code = await code_for(core, "telegram")
+    answers = await asyncio.gather(
+        send(core, "discord", f"/link {code}"), send(core, "console", f"/link {code}")
+    )
+    assert sorted("now one person" in a.text for a in answers) == [False, True]
+    assert REFUSALS[Refusal.USED] in [a.text for a in answers]
+    people = {await owner(core, p) for p in ("telegram", "discord", "console")}
+    assert len(people) == 2
 
 
 async def test_codes_are_never_given_or_taken_in_a_group(core: Core, clock: FakeClock) -> None:
