@@ -133,6 +133,9 @@ async def test_one_checkin_a_day_goes_to_the_platform_the_person_picks(
     assert "paused" in (await send(core, "telegram", "/settings")).text
     await send(core, "telegram", "/resume")
     assert "on Discord" in (await tap(core, "telegram", linked, "Check-ins on Discord")).text
+    again = await send(core, "telegram", "/link")  # a new code, and where things stand
+    assert "Linked now: Telegram, Discord. Check-ins go to Discord." in again.text
+    assert CODE.search(again.text) is not None and button(again, "Check-ins on Telegram")
     sent = {p: recording(core, p) for p in ("telegram", "discord")}
     drafts(scripted_llm, message="Morning!")
     clock.current = clock.current.replace(hour=9, minute=0, second=30) + timedelta(days=1)
