@@ -86,6 +86,8 @@ class Joined:
 
     keeper_id: int
     moved_memory_ids: tuple[int, ...]
+    moved_from: int
+    """The first short id the moved memories got (the keeper's own are below it)."""
     other_settings: dict[str, Any]
 
 
@@ -115,6 +117,7 @@ async def join_people(db: AsyncSession, *, keeper: User, other: User, now: datet
     """Move every row of `other` to `keeper` and delete `other` (both locked by the
     caller); the keeper's settings stay."""
     ids = {"keeper": keeper.id, "other": other.id}
+    moved_from = keeper.memory_seq + 1
     moved = tuple(await db.scalars(_MOVE_MEMORIES, ids))
     await db.execute(
         update(User)
@@ -148,7 +151,7 @@ async def join_people(db: AsyncSession, *, keeper: User, other: User, now: datet
         await db.execute(update(table).where(table.c.user_id == other.id).values(user_id=keeper.id))
     snapshot = settings_of(other)
     await db.execute(delete(User).where(User.id == other.id))
-    return Joined(keeper.id, moved, snapshot)
+    return Joined(keeper.id, moved, moved_from, snapshot)
 
 
 async def _move_identities(db: AsyncSession, *, keeper_id: int, other_id: int) -> None:

@@ -37,15 +37,14 @@ CROSS JOIN LATERAL (
     SELECT x.id, x.content_hash = n.content_hash AS same,
            coalesce(1 - (x.embedding <=> n.embedding), 0) AS similarity
     FROM memories AS x
-    WHERE x.user_id = n.user_id AND x.category = n.category
-      AND x.id <> ALL(CAST(:moved AS bigint[]))
+    WHERE x.user_id = n.user_id AND x.category = n.category AND x.short_id < :moved_from
       AND x.valid_until IS NULL AND x.status IN ('active', 'dying')
       AND (n.category <> 'event' OR n.event_at IS NOT DISTINCT FROM x.event_at)
       AND (x.content_hash = n.content_hash OR (x.embedding <=> n.embedding) <= :max_distance)
     ORDER BY x.content_hash = n.content_hash DESC, x.embedding <=> n.embedding
     LIMIT :nearest
 ) AS o
-WHERE n.user_id = :uid AND n.id = ANY(CAST(:moved AS bigint[]))
+WHERE n.user_id = :uid AND n.short_id >= :moved_from
   AND n.valid_until IS NULL AND n.status IN ('active', 'dying')
 """)
 
@@ -136,15 +135,14 @@ def _plan(
 
 
 async def reconcile_moved(
-    db: AsyncSession, *, user_id: int, moved: Sequence[int], now: datetime
+    db: AsyncSession, *, user_id: int, moved_from: int, now: datetime
 ) -> Reconciled:
-    """Fold duplicates among the memories that moved and the keeper's own, and mark the
-    pairs that may contradict each other; in the caller's transaction."""
-    if not moved:
-        return Reconciled(0, ())
+    """Fold duplicates among the memories that moved (short ids from `moved_from` on)
+    and the keeper's own (the short ids before), and mark the pairs that may contradict
+    each other; in the caller's transaction."""
     params = {
         "uid": user_id,
-        "moved": list(moved),
+        "moved_from": moved_from,
         "max_distance": 1 - CANDIDATE_SIMILARITY,
         "nearest": NEAREST,
     }

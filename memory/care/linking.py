@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.care.joining import SETTINGS, join_people, lock_people
-from memory.care.link_memories import Conflict, reconcile_moved
+from memory.care.link_memories import Conflict, Reconciled, reconcile_moved
 from memory.store.link_codes import (
     CODE_TRIES,
     MISS_LIMIT,
@@ -126,8 +126,10 @@ async def _join(db: AsyncSession, issuer: Identity, account: Account, now: datet
     """Join the code's person and the account's person, the older one staying."""
     keeper, other = await lock_people(db, [issuer.user_id, account.user_id])
     joined = await join_people(db, keeper=keeper, other=other, now=now)
-    reconciled = await reconcile_moved(
-        db, user_id=keeper.id, moved=joined.moved_memory_ids, now=now
+    reconciled = (
+        await reconcile_moved(db, user_id=keeper.id, moved_from=joined.moved_from, now=now)
+        if joined.moved_memory_ids
+        else Reconciled(0, ())
     )
     platforms = tuple(
         await db.scalars(
