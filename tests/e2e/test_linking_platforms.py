@@ -63,6 +63,14 @@ async def link(telegram: FakeTelegramAPI, discord: FakeDiscord, tg_user: int, dc
     return (await on_discord(discord, dc_user, f"/link {asked.group(1)}")).content
 
 
+async def slash(
+    discord: FakeDiscord, name: str, value: str, *, user: int = DISCORD_BOB, guild: bool = False
+) -> SentMessage:
+    """`user` runs `/name value` as a slash command; the (followed-up) answer."""
+    interaction = await discord.slash(name, {"code": value}, user_id=user, guild=guild)
+    return message_of((await answered(discord, interaction))[-1])
+
+
 async def test_linked_accounts_share_memory_and_forget_all_on_discord_erases_telegram(
     core: Core, fakes: tuple[FakeTelegramAPI, FakeDiscord], scripted_llm: ScriptedLLM
 ) -> None:
@@ -94,7 +102,17 @@ async def test_two_linked_pairs_stay_apart(
         await on_telegram(telegram, ALICE, "/remember I have a cat named Miso")
         await on_telegram(telegram, BOB, "/remember I have a parrot named Kiwi")
         assert "now one person" in await link(telegram, discord, ALICE, DISCORD_ALICE)
-        assert "now one person" in await link(telegram, discord, BOB, DISCORD_BOB)
+        # Bob links with Discord's slash command: refused in a server (ephemerally, and
+        # the code is void), accepted in the DM with a fresh code.
+        asked = CODE.search(await on_telegram(telegram, BOB, "/link"))
+        assert asked is not None
+        public = await slash(discord, "link", asked.group(1), user=DISCORD_BOB, guild=True)
+        assert public.ephemeral_flag and "only work in a private chat" in public.content
+        assert "now one person" not in (await slash(discord, "link", asked.group(1))).content
+        asked = CODE.search(await on_telegram(telegram, BOB, "/link"))
+        assert asked is not None
+        linked = await slash(discord, "link", asked.group(1), user=DISCORD_BOB)
+        assert "now one person" in linked.content
 
         await on_discord(discord, DISCORD_BOB, "how are my pets?")
         bobs = last_chat_prompt(scripted_llm)

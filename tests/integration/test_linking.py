@@ -6,6 +6,7 @@ and codes in a group change nothing; `/unlink` takes an account out again."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from datetime import time, timedelta
 
@@ -118,6 +119,12 @@ async def test_a_code_joins_two_platforms_into_one_person_with_memories_reconcil
     assert {"merge", "link_conflict"} <= actions
     assert platforms == {"telegram", "discord"}  # messages keep their platform
     assert sorted(short_ids) == list(range(1, 6))
+
+    exported = await send(core, "discord", "/export")
+    assert exported.document is not None
+    data = json.loads(exported.document.content)
+    assert {i["platform"] for i in data["identities"]} == {"telegram", "discord"}
+    assert "link_codes" not in data and "link_attempts" not in data
 
     chosen = await tap(core, "discord", linked, "Use Discord's settings")
     assert "America/New_York" in chosen.text
