@@ -43,6 +43,11 @@ REFUSALS = {
         "That code has expired (codes last 10 minutes). Send /link on your other platform "
         "for a new one. Nothing was changed."
     ),
+    Refusal.VOID: (
+        "That code no longer works: it was shown in a group chat, or sent from the wrong "
+        "account too often. Send /link on your other platform for a new one. Nothing was "
+        "changed."
+    ),
     Refusal.USED: (
         "That code was already used (each code works once). Send /link on your other "
         "platform for a new one. Nothing was changed."
@@ -106,7 +111,8 @@ async def _issue(deps: CommandDeps, person: Person, incoming: IncomingMessage) -
     if len(platforms) < 2:
         return Reply(text, private=True)
     listing = ", ".join(_platform(p) for p, _ in platforms)
-    buttons = await _outreach_buttons(deps, person, [p for p, _ in platforms])
+    rows = [_checkin_buttons([p for p, _ in platforms])]
+    buttons = await make_buttons(deps, person, rows, ttl=timedelta(days=1))
     return Reply(
         f"{text}\n\nLinked now: {listing}. {_checkins_line(platforms)} /unlink takes this "
         "account out again.",
@@ -121,12 +127,12 @@ def _checkins_line(platforms: list[tuple[str, bool]]) -> str:
     return f"Check-ins go to {where}."
 
 
-async def _outreach_buttons(
-    deps: CommandDeps, person: Person, platforms: list[str]
-) -> tuple[tuple[Any, ...], ...]:
-    unique = sorted(set(platforms))
-    specs = [ButtonSpec(f"Check-ins on {_platform(p)}", "outreach", {"p": p}) for p in unique]
-    return await make_buttons(deps, person, [specs], ttl=timedelta(days=1))
+def _checkin_buttons(platforms: list[str] | tuple[str, ...]) -> list[ButtonSpec]:
+    """One 'Check-ins on …' button per linked platform."""
+    return [
+        ButtonSpec(f"Check-ins on {_platform(p)}", "outreach", {"p": p})
+        for p in sorted(set(platforms))
+    ]
 
 
 async def _redeem(deps: CommandDeps, incoming: IncomingMessage, args: str) -> Reply:
@@ -175,10 +181,7 @@ async def _linked_reply(deps: CommandDeps, person: Person, linked: Linked) -> Re
     lines.append(describe_settings(person).replace("Your settings:", "Settings kept:"))
     other = _platform(linked.other_platform)
     specs = [
-        [
-            ButtonSpec(f"Check-ins on {_platform(p)}", "outreach", {"p": p})
-            for p in linked.platforms
-        ],
+        _checkin_buttons(linked.platforms),
         [ButtonSpec(f"Use {other}'s settings", "link_settings", {"s": linked.other_settings})],
     ]
     buttons = await make_buttons(deps, person, specs, ttl=timedelta(days=1))

@@ -41,6 +41,8 @@ class Refusal(StrEnum):
 
     WRONG = "wrong"
     EXPIRED = "expired"
+    VOID = "void"
+    """Refused too often, or shown in a group."""
     USED = "used"
     TOO_MANY = "too_many"
     OWN = "own"
@@ -109,7 +111,9 @@ async def _refusal(
         return Refusal.WRONG
     if row.used_at is not None:
         return Refusal.USED
-    if row.expires_at <= now or row.tries >= CODE_TRIES:
+    if row.tries >= CODE_TRIES:
+        return Refusal.VOID
+    if row.expires_at <= now:
         return Refusal.EXPIRED
     issuer = await db.get_one(Identity, row.identity_id)
     refusal = None

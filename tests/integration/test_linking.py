@@ -212,7 +212,11 @@ async def test_codes_are_never_given_or_taken_in_a_group(core: Core, clock: Fake
     shown = await send(core, "discord", f"/link {code}", private=False)
     assert shown.text == VOIDED and shown.private
     after = await send(core, "discord", f"/link {code}")  # void now, even privately
-    assert after.text == REFUSALS[Refusal.EXPIRED]
+    assert after.text == REFUSALS[Refusal.VOID]
+    tried = await code_for(core, "telegram")
+    for _ in range(3):  # refused from its own account three times: void too
+        assert (await send(core, "telegram", f"/link {tried}")).text == REFUSALS[Refusal.OWN]
+    assert (await send(core, "discord", f"/link {tried}")).text == REFUSALS[Refusal.VOID]
     assert await owner(core, "discord") != await owner(core, "telegram")
 
 
