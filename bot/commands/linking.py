@@ -70,6 +70,11 @@ def _platform(name: str) -> str:
     )
 
 
+def _account(incoming: IncomingMessage) -> dict[str, str]:
+    """The platform account a command came from, as the linking functions name it."""
+    return {"platform": incoming.platform, "platform_user_id": incoming.platform_user_id}
+
+
 def _minutes_until(moment: datetime | None, now: datetime) -> int:
     return max(1, int(((moment or now) - now).total_seconds() + 59) // 60)
 
@@ -90,12 +95,7 @@ async def link_command(deps: CommandDeps, incoming: IncomingMessage, args: str) 
 async def _issue(deps: CommandDeps, person: Person, incoming: IncomingMessage) -> Reply:
     """A fresh code for this account, shown only here."""
     now = deps.clock.now()
-    issued = await issue_code(
-        deps.sessions,
-        platform=incoming.platform,
-        platform_user_id=incoming.platform_user_id,
-        now=now,
-    )
+    issued = await issue_code(deps.sessions, **_account(incoming), now=now)
     if issued.code is None:
         wait = _minutes_until(issued.retry_at, now)
         return Reply(
@@ -138,13 +138,8 @@ def _checkin_buttons(platforms: list[str] | tuple[str, ...]) -> list[ButtonSpec]
 async def _redeem(deps: CommandDeps, incoming: IncomingMessage, args: str) -> Reply:
     """Join this account with the one that asked for the code."""
     now = deps.clock.now()
-    outcome = await redeem_code(
-        deps.sessions,
-        platform=incoming.platform,
-        platform_user_id=incoming.platform_user_id,
-        code=args.strip()[:40],
-        now=now,
-    )
+    code = args.strip()[:40]
+    outcome = await redeem_code(deps.sessions, **_account(incoming), code=code, now=now)
     if isinstance(outcome, NotLinked):
         if outcome.reason is Refusal.TOO_MANY:
             wait = _minutes_until(outcome.retry_at, now)
