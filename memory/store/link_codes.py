@@ -27,6 +27,8 @@ ISSUE_WINDOW = timedelta(hours=1)
 MISS_LIMIT = 5
 MISS_WINDOW = timedelta(minutes=15)
 CODE_TRIES = 3
+KEEP_USED = timedelta(days=1)
+"""How long a code is kept after it ran out (so sending it again says it was used)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +96,12 @@ async def recent_tries(db: AsyncSession, account: Account, kind: str, since: dat
 
 
 async def record_try(db: AsyncSession, account: Account, kind: str, now: datetime) -> None:
-    """Count one try of the account (and forget its tries too old to count)."""
+    """Count one try of the account, and forget everyone's tries too old to count and
+    codes a day past their end (the tables stay as small as the last hour's linking)."""
     await db.execute(
-        delete(LinkAttempt).where(
-            LinkAttempt.identity_id == account.identity_id,
-            LinkAttempt.created_at <= now - max(ISSUE_WINDOW, MISS_WINDOW),
-        )
+        delete(LinkAttempt).where(LinkAttempt.created_at <= now - max(ISSUE_WINDOW, MISS_WINDOW))
     )
+    await db.execute(delete(LinkCode).where(LinkCode.expires_at <= now - KEEP_USED))
     db.add(
         LinkAttempt(
             user_id=account.user_id, identity_id=account.identity_id, kind=kind, created_at=now

@@ -16,7 +16,7 @@ from bot.bootstrap import Core
 from bot.commands.linking import PRIVATE_ONLY, REFUSALS, VOIDED
 from bot.domain import ButtonPress, IncomingMessage, Reply
 from memory.care.linking import Refusal
-from memory.store.tables import Identity, LinkCode, Memory, MemoryEvent, Message, User
+from memory.store.tables import Identity, LinkAttempt, LinkCode, Memory, MemoryEvent, Message, User
 from scheduler.checkins import minute_tick
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
@@ -187,6 +187,11 @@ async def test_wrong_expired_used_and_rate_limited_codes_change_nothing(
     for _ in range(3):  # five codes an hour (two were asked for above)
         await code_for(core, "telegram")
     assert "Try again in" in (await send(core, "telegram", "/link")).text
+    clock.advance(days=2)  # old codes and tries are deleted as new ones come
+    await code_for(core, "telegram")
+    async with core.sessions() as db:
+        assert await db.scalar(select(func.count()).select_from(LinkCode)) == 1
+        assert await db.scalar(select(func.count()).select_from(LinkAttempt)) == 1
 
 
 async def test_a_code_sent_from_two_accounts_at_once_links_only_one(
