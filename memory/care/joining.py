@@ -1,11 +1,12 @@
 """Joining two people into one, inside the caller's transaction (`memory.care.linking`).
 
-The older person stays; every row of the other moves to them: messages and sessions as
-they are (each message keeps its platform), memories with short ids after the keeper's
-own, their history with them, diary entries of the same day joined into one, outbox
-keys renamed so a check-in already sent today still counts as today's. The other's
-buttons and unused link codes are void (their short ids and owner changed), and the other
-person's row is deleted last.
+The older person stays, with their settings (a timezone only the other chose is taken
+over: one never chosen is no setting); every row of the other moves to them: messages
+and sessions as they are (each message keeps its platform), memories with short ids
+after the keeper's own, their history with them, diary entries of the same day joined
+into one, outbox keys renamed so a check-in already sent today still counts as today's.
+The other's buttons and unused link codes are void (their short ids and owner changed),
+and the other person's row is deleted last.
 """
 
 from __future__ import annotations
@@ -150,6 +151,13 @@ async def join_people(db: AsyncSession, *, keeper: User, other: User, now: datet
         table = Base.metadata.tables[name]
         await db.execute(update(table).where(table.c.user_id == other.id).values(user_id=keeper.id))
     snapshot = settings_of(other)
+    if other.timezone_known and not keeper.timezone_known:  # not chosen is not a setting
+        await db.execute(
+            update(User)
+            .where(User.id == keeper.id)
+            .values(timezone=other.timezone, timezone_known=True)
+            .execution_options(synchronize_session=False)
+        )
     await db.execute(delete(User).where(User.id == other.id))
     return Joined(keeper.id, moved, moved_from, snapshot)
 

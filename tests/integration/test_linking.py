@@ -134,8 +134,11 @@ async def test_a_code_joins_two_platforms_into_one_person_with_memories_reconcil
 async def test_one_checkin_a_day_goes_to_the_platform_the_person_picks(
     core: Core, clock: FakeClock, scripted_llm: ScriptedLLM
 ) -> None:
+    await send(core, "telegram", "/help")
+    clock.advance(minutes=1)
+    await send(core, "discord", "/timezone UTC")  # only the newer account chose one
     linked = await linked_pair(core, clock)
-    await send(core, "telegram", "/timezone UTC")
+    assert "Timezone: UTC  " in (await send(core, "telegram", "/settings")).text
     await send(core, "discord", "/pause")  # settings apply to the person everywhere
     assert "paused" in (await send(core, "telegram", "/settings")).text
     await send(core, "telegram", "/resume")
