@@ -10,13 +10,23 @@ import json
 import re
 from datetime import time, timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from bot.bootstrap import Core
 from bot.commands.linking import PRIVATE_ONLY, REFUSALS, VOIDED
 from bot.domain import ButtonPress, IncomingMessage, Reply
 from memory.care.linking import Refusal
-from memory.store.tables import Identity, LinkAttempt, LinkCode, Memory, MemoryEvent, Message, User
+from memory.store.tables import (
+    DiaryEntry,
+    Identity,
+    LinkAttempt,
+    LinkCode,
+    Memory,
+    MemoryEvent,
+    Message,
+    Outreach,
+    User,
+)
 from scheduler.checkins import minute_tick
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
@@ -265,3 +275,46 @@ async def test_forget_all_on_one_platform_erases_every_linked_account(
     assert await rows_mentioning(core.sessions, "alice-telegram") == {}
     assert await rows_mentioning(core.sessions, "alice-discord") == {}
     assert await rows_per_table(core.sessions, bob) == bobs
+
+
+async def test_a_checkin_sent_today_on_the_newer_account_counts_for_the_joined_person(
+    core: Core, clock: FakeClock, scripted_llm: ScriptedLLM
+) -> None:
+    await send(core, "telegram", "/timezone UTC")
+    clock.advance(minutes=1)
+    await send(core, "discord", "/timezone UTC")
+    telegram, discord = await owner(core, "telegram"), await owner(core, "discord")
+    today = clock.now().date()
+    async with core.sessions.begin() as db:
+        for person, line in ((telegram, "Talked about Miso."), (discord, "Talked about cello.")):
+            db.add(
+                DiaryEntry(user_id=person, local_date=today, lines=[line], created_at=clock.now())
+            )
+        db.add(
+            Outreach(
+                user_id=discord,
+                kind="checkin",
+                idempotency_key=f"checkin:{discord}:{today.isoformat()}",
+                status="sent",
+                due_at=clock.now(),
+                sent_at=clock.now(),
+            )
+        )
+    code = await code_for(core, "telegram")
+    assert "now one person" in (await send(core, "discord", f"/link {code}")).text
+
+    async with core.sessions.begin() as db:
+        entries = list(await db.scalars(select(DiaryEntry).where(DiaryEntry.user_id == telegram)))
+        keys = list(await db.scalars(select(Outreach.idempotency_key)))
+        await db.execute(
+            update(User)
+            .where(User.id == telegram)
+            .values(next_checkin_at=clock.now() + timedelta(hours=1))
+        )
+    assert [e.lines for e in entries] == [["Talked about Miso.", "Talked about cello."]]
+    assert keys == [f"checkin:{telegram}:{today.isoformat()}"]
+    sent = recording(core, "telegram")
+    drafts(scripted_llm)
+    clock.advance(hours=1, seconds=30)
+    await minute_tick(scheduler_deps(core))
+    assert sent.sent == []  # today's check-in already went out, on Discord
