@@ -42,7 +42,8 @@ class Outbound:
         self._deliveries.pop(platform, None)
 
     async def recipients(self, user_id: int) -> list[Recipient]:
-        """The person's reachable private chats on running platforms, newest first."""
+        """The person's reachable private chats on running platforms: the account they
+        chose for check-ins (`/link`) first, then the newest."""
         chats = await reachable_chats(self._sessions, user_id, list(self._deliveries))
         return [
             Recipient(user_id, chat.platform, chat.platform_user_id, chat.chat_id) for chat in chats

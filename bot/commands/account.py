@@ -29,6 +29,11 @@ Messages I start
 /timezone Copenhagen, /checkin 09:00 or off, /quiet 22:00-08:00 or off
 /pause, /resume
 
+One person everywhere
+/link — a code to link your account on another platform (Telegram, Discord)
+/link CODE — on the other platform, in a private chat: join the two
+/unlink — take this account out again
+
 /diary — my recent diary entries about our conversations"""
 
 START = (

@@ -54,4 +54,11 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo(
         "import", "Bring in an old chat (send its export as a file)", "undo", "undo: remove it"
     ),
+    CommandInfo(
+        "link",
+        "Link your accounts on other platforms",
+        "code",
+        "the code /link gave you on your other platform (empty for a new code)",
+    ),
+    CommandInfo("unlink", "Take this account out of your linked accounts"),
 )

@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot.commands import account, edit, editing, importing, memory_view, preferences, questions
+from bot.commands import (
+    account,
+    edit,
+    editing,
+    importing,
+    linking,
+    memory_view,
+    preferences,
+    questions,
+)
 from bot.commands.base import ACTION_PREFIX, CommandDeps, CommandSource, person_of
 from bot.commands.router import STALE_BUTTON, Router
 from bot.domain import ButtonPress, IncomingMessage, Reply
@@ -86,10 +95,20 @@ VERBS: dict[str, Verb] = {
     "update_no": lambda d, p, x: questions.answer(d, p, x, False),
     "import_self": importing.chose_self,
     "import_undo": importing.undo_verb,
+    "outreach": linking.outreach_choice,
+    "link_settings": linking.take_settings,
+    "unlink": linking.unlink,
+    "keep": lambda d, p, x: _static("Cancelled — nothing was unlinked."),
 }
 PressVerb = Callable[[CommandDeps, Person, dict[str, Any], ButtonPress], Awaitable[Reply]]
 PRESS_VERBS: dict[str, PressVerb] = {"import_start": importing.start}
 """Verbs that need the press itself (the message under which the button was)."""
+
+ACCOUNT_COMMANDS: dict[str, Callable[[CommandDeps, IncomingMessage, str], Awaitable[Reply]]] = {
+    "link": linking.link_command,
+    "unlink": lambda d, incoming, a: linking.unlink_command(d, incoming),
+}
+"""Commands about the account itself (its platform), not only the person behind it."""
 
 
 def install_commands(router: Router, deps: CommandDeps) -> None:
@@ -99,6 +118,8 @@ def install_commands(router: Router, deps: CommandDeps) -> None:
     for name, sourced in SOURCED.items():
         router.register(name, _command_handler(deps, name, sourced))
     router.register("start", _start_handler(deps))
+    for name, account_command in ACCOUNT_COMMANDS.items():
+        router.register(name, _account_handler(deps, account_command))
     router.register_press(ACTION_PREFIX, _press_handler(deps))
     router.register_files(lambda incoming: importing.receive_file(deps, incoming))
 
@@ -130,6 +151,18 @@ def _start_handler(deps: CommandDeps) -> Callable[[IncomingMessage, str], Awaita
         return await account.start(deps, person, incoming)
 
     return start
+
+
+def _account_handler(
+    deps: CommandDeps,
+    command: Callable[[CommandDeps, IncomingMessage, str], Awaitable[Reply]],
+) -> Callable[[IncomingMessage, str], Awaitable[Reply]]:
+    async def handle(incoming: IncomingMessage, args: str) -> Reply:
+        if incoming.is_private:  # a group gets no person made for it here
+            await edit.stop_waiting(deps, await person_of(deps, incoming))
+        return await command(deps, incoming, args)
+
+    return handle
 
 
 def _press_handler(deps: CommandDeps) -> Callable[[ButtonPress, str], Awaitable[Reply]]:

@@ -13,7 +13,7 @@ from memory.care.erasure import HIDDEN, person_tables
 from memory.care.provenance import COMMAND
 from memory.store.tables import Base, Identity, User
 
-INTERNAL_TABLES = frozenset({"button_actions"})
+INTERNAL_TABLES = frozenset({"button_actions", "link_codes", "link_attempts"})
 INTERNAL_COLUMNS = frozenset({"embedding", "tsv", "content_hash", "user_id"})
 IDENTITY_COLUMNS = ("platform", "platform_user_id", "reachable", "created_at")
 

@@ -24,7 +24,8 @@ class ReachableChat:
 async def reachable_chats(
     sessions: async_sessionmaker[AsyncSession], user_id: int, platforms: Collection[str]
 ) -> list[ReachableChat]:
-    """The person's reachable private chats on `platforms`, newest first."""
+    """The person's reachable private chats on `platforms`: the account they chose for
+    check-ins (`/link`) first, then the newest."""
     async with sessions() as db:
         rows = await db.scalars(
             select(Identity)
@@ -34,7 +35,7 @@ async def reachable_chats(
                 Identity.chat_id.is_not(None),
                 Identity.platform.in_(list(platforms)),
             )
-            .order_by(Identity.id.desc())
+            .order_by(Identity.outreach.desc(), Identity.id.desc())
         )
         return [
             ReachableChat(row.platform, row.platform_user_id, row.chat_id or "") for row in rows

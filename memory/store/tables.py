@@ -105,7 +105,10 @@ class Identity(Base):
     """A platform account of a person, with the private chat used for outreach."""
 
     __tablename__ = "identities"
-    __table_args__ = (UniqueConstraint("platform", "platform_user_id"),)
+    __table_args__ = (
+        UniqueConstraint("platform", "platform_user_id"),
+        Index("ix_identities_outreach", "user_id", unique=True, postgresql_where=text("outreach")),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
@@ -113,7 +116,48 @@ class Identity(Base):
     platform_user_id: Mapped[str] = mapped_column(String(128))
     chat_id: Mapped[str | None] = mapped_column(String(128))
     reachable: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    outreach: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    """The account a linked person chose for check-ins (at most one per person)."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class LinkCode(Base):
+    """A one-time code `/link` handed to one account, stored as its hash."""
+
+    __tablename__ = "link_codes"
+    __table_args__ = (
+        UniqueConstraint("code_hash", name="uq_link_codes_hash"),
+        Index("ix_link_codes_user", "user_id"),
+        Index("ix_link_codes_identity", "identity_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    identity_id: Mapped[int] = mapped_column(ForeignKey("identities.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    code_hash: Mapped[str] = mapped_column(String(64))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    tries: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+    """Refused uses of this code (from a group, from its own person): a few burn it."""
+
+
+class LinkAttempt(Base):
+    """One code asked for (`issue`) or one wrong code sent (`miss`): what the per-account
+    rate limits of `/link` count."""
+
+    __tablename__ = "link_attempts"
+    __table_args__ = (
+        CheckConstraint("kind IN ('issue', 'miss')", name="link_attempts_kind"),
+        Index("ix_link_attempts_user", "user_id"),
+        Index("ix_link_attempts_identity", "identity_id", "kind", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    identity_id: Mapped[int] = mapped_column(ForeignKey("identities.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    kind: Mapped[str] = mapped_column(String(8))
 
 
 class Session(Base):

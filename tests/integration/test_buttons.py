@@ -8,6 +8,7 @@ changed since says so and changes nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,12 +17,13 @@ from sqlalchemy import select
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.commands.setup import PRESS_VERBS, VERBS
-from bot.domain import Button, Reply
+from bot.domain import Button, IncomingMessage, Reply
 from memory.store.tables import ButtonAction, Identity, MemoryEvent
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.delivery import RecordingDelivery
 from tests.fakes.extractor import RuleExtractor
+from tests.integration.test_linking import CODE
 from tests.support.catalog import snapshot, user_id_of
 from tests.support.commands import button, press, press_action, remember, run, send_file
 
@@ -57,6 +59,16 @@ async def a_question(core: Core, clock: FakeClock, llm: ScriptedLLM) -> Reply:
     return question
 
 
+async def a_linked_account(core: Core) -> tuple[Reply, Reply]:
+    """Alice links a Telegram account (the answer, with its buttons), and asks to unlink
+    it again from there (the confirmation)."""
+    code = CODE.search((await run(core, "/link")).text)
+    assert code is not None
+    telegram = IncomingMessage("telegram", "alice-tg", f"/link {code.group(1)}", chat_id="tg")
+    linked = await core.router.handle(telegram)
+    return linked, await core.router.handle(replace(telegram, text="/unlink"))
+
+
 async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -> list[Button]:
     """Alice's replies carrying one button of each kind."""
     notice = await a_notice(core, clock, llm)
@@ -81,6 +93,7 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
     question = await a_question(core, clock, llm)
     whose = await send_file(core, "result.json", (IMPORTS / "hostile_result.json").read_bytes())
     own = await send_file(core, "notes.txt", (IMPORTS / "notes.txt").read_bytes())
+    linked, unlink = await a_linked_account(core)
     erase = await run(core, "/forget all")
     picks = [
         (notice, "↩ Undo m1"),
@@ -112,6 +125,10 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
         (whose, "Sam Rivers"),
         (whose, "Cancel"),
         (own, "Start"),
+        (linked, "Check-ins on"),
+        (linked, "Use Telegram's settings"),
+        (unlink, "Cancel"),
+        (unlink, "Unlink Telegram"),
         (erase, "Cancel"),
         (erase, "Yes"),  # last: Alice presses them in this order below
     ]

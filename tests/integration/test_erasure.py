@@ -4,6 +4,7 @@ else's rows are untouched."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 
 from sqlalchemy import select
@@ -11,9 +12,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
+from bot.domain import ButtonPress, IncomingMessage
 from memory.store.items import content_hash
 from memory.store.tables import DiaryEntry, HeldNotice, Memory, MemoryQuestion, Outreach, Thread
 from tests.conftest import FakeClock
+from tests.integration.test_linking import CODE
 from tests.support.catalog import (
     NOT_BY_USER_ID,
     public_tables,
@@ -22,7 +25,7 @@ from tests.support.catalog import (
     tables_with_user_id,
     user_id_of,
 )
-from tests.support.commands import press, remember, run, send_file
+from tests.support.commands import button, press, remember, run, send_file
 
 
 async def seed_everything(core: Core, clock: FakeClock, user: str) -> int:
@@ -33,6 +36,7 @@ async def seed_everything(core: Core, clock: FakeClock, user: str) -> int:
     await run(core, "/forget Zephyr", user)  # a memory in the trash, hidden messages
     await remember(core, f"{user} sails the Zephyr on Sundays", user=user)
     await send_file(core, "notes.txt", b"I painted the Zephyr blue\n", user)  # imports
+    await run(core, "/link", user)  # a link code and the try it counts
     user_id = await user_id_of(core.sessions, user)
     async with core.sessions.begin() as db:  # no command writes these: the scheduler does
         db.add(Thread(user_id=user_id, title="Fixing the Zephyr", session_ids=[1]))
@@ -124,3 +128,30 @@ async def test_forget_all_leaves_no_row_of_the_person_in_any_table(
         "outreach",
         "diary_entries",
     }  # Bob's, all still there
+
+
+async def test_forget_all_from_a_linked_account_erases_every_account_of_the_person(
+    core: Core, clock: FakeClock
+) -> None:
+    alice = await seed_everything(core, clock, "alice")
+    bob = await seed_everything(core, clock, "bob")
+    bobs_before = await rows_per_table(core.sessions, bob)
+    code = CODE.search((await run(core, "/link")).text)
+    assert code is not None
+    telegram = IncomingMessage("telegram", "alice-tg", "", chat_id="tg-alice")
+    await core.router.handle(replace(telegram, text="/remember the Zephyr is blue"))
+    linked = await core.router.handle(replace(telegram, text=f"/link {code.group(1)}"))
+    assert "now one person" in linked.text
+    assert await user_id_of(core.sessions, "alice-tg") == alice
+
+    confirm = await core.router.handle(replace(telegram, text="/forget all"))
+    yes = button(confirm, "Yes").action
+    assert (
+        "erased everything"
+        in (await core.router.press(ButtonPress("telegram", "alice-tg", yes))).text
+    )
+    assert {
+        table: n for table, n in (await rows_per_table(core.sessions, alice)).items() if n
+    } == {}
+    assert await rows_mentioning(core.sessions, "alice") == {}  # neither account is left
+    assert await rows_per_table(core.sessions, bob) == bobs_before
