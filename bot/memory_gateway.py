@@ -3,31 +3,29 @@ and the background work after a turn (extraction, summaries, memory notices)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Protocol
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import metrics
 from bot.background import BackgroundTasks
-from bot.commands.base import CommandDeps
-from bot.commands.questions import update_question
 from bot.domain import Reply
 from bot.llm import LLM, ToolCall, ToolSpec
-from bot.notice_window import NoticeWindow
-from bot.outbound import Outbound
 from bot.prompting import MemoryContext, TurnWindow
 from bot.working_memory import summarise_session
 from memory.care.provenance import turn_message_ids
+from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import due_sessions, extract_session, remember_explicit
 from memory.recall.context import assemble_context
 from memory.recall.retrieval import mark_recalled
 from memory.store.conversations import SqlConversationStore
 from memory.store.errors import NotAboutThePerson
-from memory.store.items import ExtractionOutcome, MemoryItem
-from memory.store.memories import SqlMemoryRepository
+from memory.store.items import ExtractionOutcome, MemoryItem, UpdateQuestion
 from memory.store.ports import Clock, Embedder, ToolCaller
 from memory.store.records import ConversationSession, Inbound, Person
 
@@ -62,6 +60,26 @@ class MemorySettings:
     extract_every_n: int = 8
 
 
+class Notices(Protocol):
+    """Sends what the companion starts in the person's allowed window, or holds it for
+    that window (`bot.notice_window.NoticeWindow`)."""
+
+    async def send_or_hold(
+        self, person: Person, *, items: Sequence[MemoryItem] = (), reply: Reply | None = None
+    ) -> str:
+        """Send a memory notice about `items` (or `reply`) now or hold it; how it went."""
+        ...
+
+    async def release(self, *, limit: int = 200) -> Counter[str]:
+        """Send the held notices whose window has opened; counts by outcome."""
+        ...
+
+
+AskUpdate = Callable[[Person, UpdateQuestion], Awaitable[Reply]]
+"""Words and buttons of the question put to a person when their new words contradict a
+memory they set themselves (the command UI provides it: `bot.commands.questions`)."""
+
+
 class MemoryServices:
     """Implements the conversation's `MemoryGateway` on the memory layer."""
 
@@ -76,8 +94,8 @@ class MemoryServices:
         tool_caller: ToolCaller,
         clock: Clock,
         background: BackgroundTasks,
-        commands: CommandDeps,
-        outbound: Outbound,
+        notices: Notices,
+        ask_update: AskUpdate,
         settings: MemorySettings,
         autocommit: async_sessionmaker[AsyncSession] | None = None,
     ) -> None:
@@ -91,12 +109,9 @@ class MemoryServices:
         self._tool_caller = tool_caller
         self._clock = clock
         self._background = background
-        self._commands = commands
-        self._outbound = outbound
+        self._ask_update = ask_update
         self._settings = settings
-        self.notices = NoticeWindow(
-            sessions=sessions, commands=commands, outbound=outbound, clock=clock
-        )
+        self.notices = notices
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -194,7 +209,7 @@ class MemoryServices:
         if outcome.items and person.memory_notices:
             await self._notify(person, outcome)
         for question in outcome.questions:
-            await self._send(person, await update_question(self._commands, person, question))
+            await self._send(person, await self._ask_update(person, question))
         return outcome
 
     async def sweep(self, *, idle_gap: timedelta, limit: int = 50) -> int:

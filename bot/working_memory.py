@@ -7,7 +7,7 @@ import structlog
 
 from bot.llm import LLM, LLMRequest, Turn
 from bot.prompting import HIDDEN_STATUSES
-from bot.text import estimate_tokens
+from memory.recall.tokens import estimate_tokens
 from memory.store.conversations import SqlConversationStore
 from memory.store.records import StoredMessage
 

@@ -16,7 +16,7 @@ from bot import metrics
 from bot.domain import Reply
 from bot.errors import DeliveryFailed, LLMUnavailable
 from bot.logs import bind_person
-from bot.timing import zone
+from memory.local_time import zone_of
 from memory.store.records import Person
 from memory.store.tables import Memory, Outreach
 from scheduler.claims import effective_time
@@ -174,7 +174,9 @@ async def send_claim(
         return "waiting"
     if verdict != GO:
         return await _skip(deps, claim, verdict)
-    described = tuple(describe_event(e.content, e.event_at, zone(facts.timezone)) for e in events)
+    described = tuple(
+        describe_event(e.content, e.event_at, zone_of(facts.timezone)) for e in events
+    )
     occasion = Occasion(checkin=claim.kind == "checkin", events=described)
     try:
         decision = await compose(deps, person, occasion, now)

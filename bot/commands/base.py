@@ -11,9 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.domain import Button, ButtonPress, IncomingMessage
 from memory.care.provenance import record_command
+from memory.care.repository import SqlMemoryRepository
 from memory.store.actions import Action, SqlActionStore
 from memory.store.conversations import SqlConversationStore
-from memory.store.memories import SqlMemoryRepository
 from memory.store.ports import Clock, ToolCaller
 from memory.store.records import Person
 

@@ -20,13 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import exists, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.care.erasure import HIDDEN
-from memory.care.lifespan import zone_of
-from memory.learning.diary import UNSHOWN_STATUSES
 from memory.learning.extraction_prompt import ToolSchema, quoted, strip_memory_blocks
+from memory.local_time import zone_of
 from memory.store.log_statements import stored_messages
 from memory.store.ports import ToolCaller
 from memory.store.records import StoredMessage
+from memory.store.statuses import HIDDEN, UNSHOWN_STATUSES
 from memory.store.tables import Message
 from memory.store.tables import Session as SessionRow
 

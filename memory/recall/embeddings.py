@@ -23,6 +23,7 @@ import numpy as np
 import structlog
 
 from memory.store.ports import Embedder, Vector
+from memory.store.ports import EmbeddingError as EmbeddingError  # the port's, re-exported
 
 log = structlog.get_logger(__name__)
 
@@ -32,10 +33,6 @@ WORDLLAMA_DIMS = (64, 128, 256)  # Matryoshka truncations of the shipped weights
 INLINE_BATCH = 64  # larger batches are embedded in a worker thread
 VOYAGE_URL = "https://api.voyageai.com"
 VOYAGE_BATCH = 128
-
-
-class EmbeddingError(RuntimeError):
-    """The embedding provider could not embed the texts."""
 
 
 class EmbeddingUnavailable(EmbeddingError):

@@ -29,8 +29,13 @@ class SystemClock:
         return datetime.now(UTC)
 
 
+class EmbeddingError(RuntimeError):
+    """The embedding provider could not embed the texts (every `Embedder` raises this, or
+    a subclass, when it fails)."""
+
+
 class Embedder(Protocol):
-    """Turns texts into unit-length vectors of a fixed dimension."""
+    """Turns texts into unit-length vectors of a fixed dimension; raises `EmbeddingError`."""
 
     @property
     def dim(self) -> int: ...

@@ -18,11 +18,11 @@ from bot.bootstrap import Core
 from bot.domain import IncomingMessage
 from bot.llm import LLMRequest
 from memory.care.erasure import hide_sources
+from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import extract_session
 from memory.learning.session_summary import SUMMARY_TOOL, summarise_closed_session
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.store.items import ExtractionOutcome
-from memory.store.memories import SqlMemoryRepository
 from memory.store.ports import ToolCaller
 from memory.store.tables import Message, User
 from memory.store.tables import Session as SessionRow
