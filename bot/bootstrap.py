@@ -228,7 +228,6 @@ async def build_core(
         store=store,
         memories=memories,
         embedder=embedder,
-        llm=model,
         tool_caller=tool_caller,
         clock=clock,
         background=background,

@@ -15,12 +15,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot import metrics
 from bot.background import BackgroundTasks
 from bot.domain import Reply
-from bot.llm import LLM, ToolCall, ToolSpec
+from bot.llm import ToolCall, ToolSpec
 from bot.prompting import MemoryContext, TurnWindow
-from bot.working_memory import summarise_session
 from memory.care.provenance import turn_message_ids
 from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import due_sessions, extract_session, remember_explicit
+from memory.learning.session_summary import fold_running_summary
 from memory.recall.context import assemble_context
 from memory.recall.retrieval import mark_recalled
 from memory.store.conversations import SqlConversationStore
@@ -90,7 +90,6 @@ class MemoryServices:
         store: SqlConversationStore,
         memories: SqlMemoryRepository,
         embedder: Embedder,
-        llm: LLM,
         tool_caller: ToolCaller,
         clock: Clock,
         background: BackgroundTasks,
@@ -105,7 +104,6 @@ class MemoryServices:
         self._store = store
         self._memories = memories
         self._embedder = embedder
-        self._llm = llm
         self._tool_caller = tool_caller
         self._clock = clock
         self._background = background
@@ -179,11 +177,12 @@ class MemoryServices:
             self.schedule_extraction(person, inbound.session.id)
         if window.needs_summary:
             self._background.spawn(
-                summarise_session(
-                    store=self._store,
-                    llm=self._llm,
+                fold_running_summary(
+                    sessions=self._sessions,
                     user_id=person.id,
                     session_id=inbound.session.id,
+                    llm=self._tool_caller,
+                    timezone=person.timezone,
                     budget_tokens=window.budget_tokens,
                 ),
                 key=f"summary:{inbound.session.id}",

@@ -14,8 +14,9 @@ from pathlib import Path
 from bot.llm import Turn
 from memory.local_time import zone_of
 from memory.store.records import StoredMessage
+from memory.store.statuses import UNSHOWN_STATUSES
 
-HIDDEN_STATUSES = frozenset({"apology", "too_long", "forgotten", "command"})
+HIDDEN_STATUSES = frozenset(UNSHOWN_STATUSES)
 WAITING_STATUSES = frozenset({"stored", "unanswered"})
 """A person's message no reply has answered yet."""
 
