@@ -7,8 +7,6 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 
 from memory.store.log_access import LogAccess
-from memory.store.log_statements import to_session
-from memory.store.records import ConversationSession
 from memory.store.tables import Session as SessionRow
 
 
@@ -34,14 +32,6 @@ class SqlSessions(LogAccess):
                 .values(closed_at=SessionRow.last_message_at, extraction_due=True)
             )
         return int(getattr(result, "rowcount", 0) or 0)
-
-    async def get_session(self, *, user_id: int, session_id: int) -> ConversationSession | None:
-        """One session of this person's."""
-        async with self._sessions() as db:
-            row = await db.scalar(
-                select(SessionRow).where(SessionRow.id == session_id, SessionRow.user_id == user_id)
-            )
-        return to_session(row) if row is not None else None
 
     async def save_summary(
         self, *, user_id: int, session_id: int, summary: str, through_id: int

@@ -10,9 +10,8 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import aliased
 
 from memory.store.log_access import LogAccess
-from memory.store.log_statements import session_messages_statement
-from memory.store.recent_past import History, read_history
-from memory.store.records import StoredMessage, WaitingTurn
+from memory.store.recent_past import History, history_params, history_statement, to_history
+from memory.store.records import WaitingTurn
 from memory.store.tables import Identity, Message, User
 
 
@@ -80,23 +79,6 @@ class SqlMessageReads(LogAccess):
                 select(Message.status).where(Message.id == message_id, Message.user_id == user_id)
             )
 
-    async def session_messages(
-        self,
-        *,
-        user_id: int,
-        session_id: int,
-        after_id: int | None = None,
-        limit: int = 200,
-        chat_id: str | None = None,
-    ) -> list[StoredMessage]:
-        """The newest `limit` messages of a session after `after_id` (in one chat, when
-        given), oldest first."""
-        query = session_messages_statement(after=after_id is not None, in_chat=chat_id is not None)
-        params = {"uid": user_id, "sid": session_id, "after": after_id, "chat": chat_id}
-        async with self._autocommit() as db:
-            rows = (await db.execute(query, params | {"limit": limit})).all()
-        return [StoredMessage(*row) for row in reversed(rows)]
-
     async def history(
         self,
         *,
@@ -109,8 +91,7 @@ class SqlMessageReads(LogAccess):
     ) -> History:
         """What a turn may show: the session after `after_id`, and earlier sessions that
         ended since `since` with their summaries (see `memory.store.recent_past`)."""
-        return await read_history(
-            self._autocommit,
+        params = history_params(
             user_id=user_id,
             session_id=session_id,
             after_id=after_id,
@@ -118,3 +99,6 @@ class SqlMessageReads(LogAccess):
             since=since,
             with_summaries=with_summaries,
         )
+        async with self._autocommit() as db:
+            rows = (await db.execute(history_statement(), params)).all()
+        return to_history(rows, user_id)
