@@ -20,7 +20,11 @@ from bot.llm import LLMRequest
 from memory.care.erasure import hide_sources
 from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import extract_session
-from memory.learning.session_summary import SUMMARY_TOOL, summarise_closed_session
+from memory.learning.session_summary import (
+    SUMMARY_TOOL,
+    fold_running_summary,
+    summarise_closed_session,
+)
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.store.items import ExtractionOutcome
 from memory.store.ports import ToolCaller
@@ -267,3 +271,63 @@ async def test_an_open_session_is_not_summarised_and_a_summary_is_written_once(
     await extract(db, embedder, llm, clock, (alice, session_id))
     assert len(summary_requests(llm)) == 1
     assert (await stored_summary(db, session_id))[0] == "A long day at the hospital."
+
+
+async def test_a_long_open_session_folds_its_older_turns_through_the_same_pipeline(
+    db: Db, clock: FakeClock
+) -> None:
+    """The running summary is the same pipeline: same tool and quoting, only the older
+    turns, and nothing stored when a word it read is forgotten while it is written."""
+    alice = await person(db)
+    turns = [("user" if i % 2 == 0 else "assistant", f"turn {i} " + "x" * 300) for i in range(10)]
+    session_id, ids = await closed_session(db, alice, turns, clock, closed=False)
+    llm = FakeToolCaller(script=[{"summary": "They talked at length about x."}])
+
+    assert not await fold_running_summary(
+        sessions=db,
+        user_id=alice,
+        session_id=session_id,
+        llm=llm,
+        timezone=CPH,
+        budget_tokens=2000,
+    )  # ~1,050 tokens: under 80% of the budget, nothing to fold
+    assert await fold_running_summary(
+        sessions=db,
+        user_id=alice,
+        session_id=session_id,
+        llm=llm,
+        timezone=CPH,
+        budget_tokens=1200,
+    )
+
+    (prompt,) = summary_requests(llm)
+    summary, through = await stored_summary(db, session_id)
+    assert summary == "They talked at length about x." and through is not None
+    assert ids[0] <= through < ids[-1]
+    assert "turn 0 " in prompt and "turn 9 " not in prompt and "<conversation>" in prompt
+
+    async with db.begin() as session:  # five more turns: the fold runs again, on the first
+        session.add_all(
+            Message(
+                user_id=alice,
+                session_id=session_id,
+                role="user",
+                content=f"turn {i} " + "x" * 300,
+                platform="console",
+                created_at=clock.now(),
+            )
+            for i in range(10, 15)
+        )
+    forgets = ForgetsWhileWriting(db, alice, [ids[8]], summary="It mentions turn 8.")
+    assert not await fold_running_summary(
+        sessions=db,
+        user_id=alice,
+        session_id=session_id,
+        llm=forgets,
+        timezone=CPH,
+        budget_tokens=1200,
+    )
+    (again,) = forgets.prompts
+    assert "<earlier>" in again and "turn 8 " in again and "turn 0 " not in again
+    # forgetting dropped the running summary, and the fold wrote nothing in its place
+    assert await stored_summary(db, session_id) == ("", None)
