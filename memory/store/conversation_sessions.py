@@ -11,7 +11,7 @@ from memory.store.tables import Session as SessionRow
 
 
 class SqlSessions(LogAccess):
-    """A person's sessions, scoped by person in every query."""
+    """Sessions: everyone's idle ones closed in one statement; one person's summary."""
 
     async def close_idle_sessions(
         self, *, now: datetime, idle_gap: timedelta, limit: int = 500

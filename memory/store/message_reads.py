@@ -10,7 +10,13 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import aliased
 
 from memory.store.log_access import LogAccess
-from memory.store.recent_past import History, history_params, history_statement, to_history
+from memory.store.recent_past import (
+    HISTORY_LIMIT,
+    MAX_EARLIER_SESSIONS,
+    History,
+    history_statement,
+    to_history,
+)
 from memory.store.records import WaitingTurn
 from memory.store.tables import Identity, Message, User
 
@@ -91,14 +97,16 @@ class SqlMessageReads(LogAccess):
     ) -> History:
         """What a turn may show: the session after `after_id`, and earlier sessions that
         ended since `since` with their summaries (see `memory.store.recent_past`)."""
-        params = history_params(
-            user_id=user_id,
-            session_id=session_id,
-            after_id=after_id,
-            chat_id=chat_id,
-            since=since,
-            with_summaries=with_summaries,
-        )
+        params = {  # the binds of `history_statement`
+            "uid": user_id,
+            "sid": session_id,
+            "after": after_id or 0,
+            "chat": chat_id,
+            "since": since,
+            "with_summaries": with_summaries,
+            "limit": HISTORY_LIMIT,
+            "max_sessions": MAX_EARLIER_SESSIONS,
+        }
         async with self._autocommit() as db:
             rows = (await db.execute(history_statement(), params)).all()
         return to_history(rows, user_id)

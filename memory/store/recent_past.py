@@ -117,29 +117,6 @@ HISTORY_LIMIT = 200
 """The most messages a turn reads of the current session, and of earlier ones."""
 
 
-def history_params(
-    *,
-    user_id: int,
-    session_id: int,
-    after_id: int | None,
-    chat_id: str | None,
-    since: datetime,
-    with_summaries: bool,
-) -> dict[str, Any]:
-    """The parameters of `history_statement`: the current session after `after_id` and
-    the earlier sessions that ended since `since` (only `chat_id`'s messages when given)."""
-    return {
-        "uid": user_id,
-        "sid": session_id,
-        "after": after_id or 0,
-        "chat": chat_id,
-        "since": since,
-        "with_summaries": with_summaries,
-        "limit": HISTORY_LIMIT,
-        "max_sessions": MAX_EARLIER_SESSIONS,
-    }
-
-
 def to_history(rows: Sequence[Row[Any]], user_id: int) -> History:
     """The rows of `history_statement` as a `History`, each part oldest first."""
     current: list[StoredMessage] = []

@@ -283,22 +283,18 @@ async def test_a_long_open_session_folds_its_older_turns_through_the_same_pipeli
     session_id, ids = await closed_session(db, alice, turns, clock, closed=False)
     llm = FakeToolCaller(script=[{"summary": "They talked at length about x."}])
 
-    assert not await fold_running_summary(
-        sessions=db,
-        user_id=alice,
-        session_id=session_id,
-        llm=llm,
-        timezone=CPH,
-        budget_tokens=2000,
-    )  # ~1,050 tokens: under 80% of the budget, nothing to fold
-    assert await fold_running_summary(
-        sessions=db,
-        user_id=alice,
-        session_id=session_id,
-        llm=llm,
-        timezone=CPH,
-        budget_tokens=1200,
-    )
+    async def fold(model: ToolCaller, budget_tokens: int) -> bool:
+        return await fold_running_summary(
+            sessions=db,
+            user_id=alice,
+            session_id=session_id,
+            llm=model,
+            timezone=CPH,
+            budget_tokens=budget_tokens,
+        )
+
+    assert not await fold(llm, 2000)  # ~1,050 tokens: under 80% of the budget, nothing to fold
+    assert await fold(llm, 1200)
 
     (prompt,) = summary_requests(llm)
     summary, through = await stored_summary(db, session_id)
@@ -319,14 +315,7 @@ async def test_a_long_open_session_folds_its_older_turns_through_the_same_pipeli
             for i in range(10, 15)
         )
     forgets = ForgetsWhileWriting(db, alice, [ids[8]], summary="It mentions turn 8.")
-    assert not await fold_running_summary(
-        sessions=db,
-        user_id=alice,
-        session_id=session_id,
-        llm=forgets,
-        timezone=CPH,
-        budget_tokens=1200,
-    )
+    assert not await fold(forgets, 1200)
     (again,) = forgets.prompts
     assert "<earlier>" in again and "turn 8 " in again and "turn 0 " not in again
     # forgetting dropped the running summary, and the fold wrote nothing in its place
