@@ -229,6 +229,7 @@ async def build_core(
         memories=memories,
         embedder=embedder,
         tool_caller=tool_caller,
+        writer=tool_caller,
         clock=clock,
         background=background,
         notices=NoticeWindow(sessions=sessions, commands=commands, outbound=outbound, clock=clock),

@@ -26,7 +26,7 @@ from memory.recall.retrieval import mark_recalled
 from memory.store.conversations import SqlConversationStore
 from memory.store.errors import NotAboutThePerson
 from memory.store.items import ExtractionOutcome, MemoryItem, UpdateQuestion
-from memory.store.ports import Clock, Embedder, ToolCaller
+from memory.store.ports import Clock, Embedder, TextWriter, ToolCaller
 from memory.store.records import ConversationSession, Inbound, Person
 
 log = structlog.get_logger(__name__)
@@ -91,6 +91,7 @@ class MemoryServices:
         memories: SqlMemoryRepository,
         embedder: Embedder,
         tool_caller: ToolCaller,
+        writer: TextWriter,
         clock: Clock,
         background: BackgroundTasks,
         notices: Notices,
@@ -105,6 +106,7 @@ class MemoryServices:
         self._memories = memories
         self._embedder = embedder
         self._tool_caller = tool_caller
+        self._writer = writer
         self._clock = clock
         self._background = background
         self._ask_update = ask_update
@@ -181,7 +183,7 @@ class MemoryServices:
                     sessions=self._sessions,
                     user_id=person.id,
                     session_id=inbound.session.id,
-                    llm=self._tool_caller,
+                    writer=self._writer,
                     timezone=person.timezone,
                     budget_tokens=window.budget_tokens,
                 ),

@@ -66,3 +66,11 @@ class ToolCaller(Protocol):
         input_schema: dict[str, Any],
         max_tokens: int | None = None,
     ) -> dict[str, Any]: ...
+
+
+class TextWriter(Protocol):
+    """A fast language model answering in plain text (no tool)."""
+
+    async def write(self, *, system: str, prompt: str) -> str:
+        """The model's answer to `prompt` under `system`."""
+        ...
