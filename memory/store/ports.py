@@ -1,6 +1,7 @@
 """What the memory layer needs from outside, as small Protocols.
 
-`bot` provides the implementations (the system clock, an LLM that can call tools);
+`bot` provides the implementations (the system clock, an LLM that can call tools or write
+plain text);
 `memory` never imports `bot`.
 """
 
