@@ -1,8 +1,7 @@
 """What the memory layer needs from outside, as small Protocols.
 
 `bot` provides the implementations (the system clock, an LLM that can call tools or write
-plain text);
-`memory` never imports `bot`.
+plain text); `memory` never imports `bot`.
 """
 
 from __future__ import annotations
