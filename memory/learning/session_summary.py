@@ -111,7 +111,6 @@ def split_for_summary(
 
 async def _write(
     sessions: async_sessionmaker[AsyncSession],
-    *,
     user_id: int,
     session_id: int,
     source: SummarySource,
@@ -197,14 +196,7 @@ async def summarise_closed_session(
     source = _shown(source)
     if not any(m.role == "user" for m in source.messages):
         return False
-    return await _write(
-        sessions,
-        user_id=user_id,
-        session_id=session_id,
-        source=source,
-        ask=by_tool(llm),
-        timezone=timezone,
-    )
+    return await _write(sessions, user_id, session_id, source, by_tool(llm), timezone)
 
 
 async def fold_running_summary(
@@ -230,14 +222,7 @@ async def fold_running_summary(
     older = _shown(replace(source, messages=split[0]))
     if not older.messages:
         return False
-    return await _write(
-        sessions,
-        user_id=user_id,
-        session_id=session_id,
-        source=older,
-        ask=in_words(writer),
-        timezone=timezone,
-    )
+    return await _write(sessions, user_id, session_id, older, in_words(writer), timezone)
 
 
 async def rebuild_stale_summaries(
