@@ -31,12 +31,12 @@ from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.logs import configure_logging
+from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import KNOWN_IN_PROMPT, extract_session
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.recall.relevant import relevant_memories
 from memory.store.database import create_engine, migrate, session_factory, start_embedded
 from memory.store.items import MemoryItem, content_hash
-from memory.store.memories import SqlMemoryRepository
 from memory.store.ports import Embedder
 from memory.store.tables import Memory, Message, User
 from memory.store.tables import Session as SessionRow

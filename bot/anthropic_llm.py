@@ -31,7 +31,6 @@ from anthropic.types import (
     ToolUseBlock,
 )
 
-from bot import metrics
 from bot.errors import LLMBadOutput, LLMTruncated, LLMUnavailable
 from bot.llm import (
     Completion,
@@ -43,11 +42,10 @@ from bot.llm import (
     last_user_index,
     merge_turns,
 )
-from bot.retrying import jittered_backoff, retry_after_seconds
+from bot.retrying import RetryPolicy, Sleep, record_completion, wait_or_give_up
 
 log = structlog.get_logger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
 
 GARBLED = (ValueError, TypeError, AttributeError, KeyError)
 """What parsing a truncated or malformed response body raises (JSON errors are ValueErrors)."""
@@ -78,10 +76,9 @@ class AnthropicLLM:
             api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0
         )
         self._models = {"chat": chat_model, "fast": fast_model}
-        self._max_retries = max_retries
-        self._backoff = backoff_seconds
-        self._max_backoff = max_backoff_seconds
-        self._max_retry_after = max_retry_after_seconds
+        self._retry = RetryPolicy(
+            max_retries, backoff_seconds, max_backoff_seconds, max_retry_after_seconds
+        )
         self._sleep = sleep
 
     async def complete(self, request: LLMRequest) -> Completion:
@@ -91,18 +88,11 @@ class AnthropicLLM:
         completion = await self._with_retries(lambda: self._send(request, model), model)
         _check_forced_tool(request, completion)
         elapsed = time.monotonic() - started
-        metrics.record_llm_call(completion.model, elapsed, completion.usage)
-        log.info(
-            "llm.completed",
-            model=completion.model,
+        record_completion(
+            completion,
             role=request.role,
-            input_tokens=completion.usage.input_tokens,
-            output_tokens=completion.usage.output_tokens,
-            cache_read_tokens=completion.usage.cache_read_tokens,
+            elapsed=elapsed,
             cache_write_tokens=completion.usage.cache_write_tokens,
-            stop_reason=completion.stop_reason,
-            tool_calls=len(completion.tool_calls),
-            latency_ms=round(elapsed * 1000),
         )
         return completion
 
@@ -139,33 +129,31 @@ class AnthropicLLM:
     def _delay_or_raise(self, exc: Exception, attempt: int, model: str) -> float:
         """How long to wait before attempt `attempt + 1`; raises ours when giving up."""
         if isinstance(exc, AnthropicError):
-            delay = self._retry_delay(exc, attempt - 1)
-            fields = {"model": model, "status": _status(exc), "api_request_id": _request_id(exc)}
+            delay = self._retry.delay(
+                attempt - 1, retryable=is_retryable(exc), retry_after=_retry_after(exc)
+            )
+            status: int | str = _status(exc)
+            request_id = _request_id(exc)
             error: LLMUnavailable = LLMUnavailable(_describe(exc))
         else:
             # A truncated or malformed body: transient, like a dropped connection.
-            delay = self._backoff_delay(attempt - 1) if attempt <= self._max_retries else None
-            fields = {"model": model, "status": "malformed", "api_request_id": None}
+            delay = self._retry.delay(attempt - 1, retryable=True)
+            status, request_id = "malformed", None
             error = LLMBadOutput(f"malformed answer: {type(exc).__name__}")
-        if delay is None:
-            metrics.record_llm_failure(model, fields["status"])
-            log.warning("llm.failed", attempts=attempt, **fields)
-            raise error from exc
-        log.warning("llm.retry", attempt=attempt, delay_s=round(delay, 3), **fields)
-        return delay
+        return wait_or_give_up(
+            delay,
+            error=error,
+            cause=exc,
+            attempt=attempt,
+            model=model,
+            status=status,
+            api_request_id=request_id,
+        )
 
-    def _retry_delay(self, exc: AnthropicError, attempt: int) -> float | None:
-        """Seconds to wait before the next attempt, or None to give up."""
-        if attempt >= self._max_retries or not is_retryable(exc):
-            return None
-        if isinstance(exc, APIStatusError):
-            retry_after = retry_after_seconds(exc.response.headers.get("retry-after"))
-            if retry_after is not None:
-                return min(retry_after, self._max_retry_after)
-        return self._backoff_delay(attempt)
 
-    def _backoff_delay(self, attempt: int) -> float:
-        return jittered_backoff(attempt, self._backoff, self._max_backoff)
+def _retry_after(exc: AnthropicError) -> str | None:
+    """The `retry-after` header the server sent with an error status, if any."""
+    return exc.response.headers.get("retry-after") if isinstance(exc, APIStatusError) else None
 
 
 def is_retryable(exc: AnthropicError) -> bool:

@@ -6,6 +6,7 @@ Adapters and the scheduler receive a `Core` and use only what it exposes.
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ import structlog
 from bot.background import BackgroundTasks
 from bot.commands.base import CommandDeps
 from bot.commands.edit import EditIntake
+from bot.commands.questions import update_question
 from bot.commands.router import Router
 from bot.commands.setup import install_commands
 from bot.config import Settings
@@ -25,9 +27,11 @@ from bot.imports import Extracting, ImportConfig
 from bot.llm import LLM
 from bot.llm_tools import LLMToolCaller
 from bot.memory_gateway import MemoryServices, MemorySettings
+from bot.notice_window import NoticeWindow
 from bot.outbound import Outbound
 from bot.prompting import load_persona
 from bot.timezone_onboarding import TimezoneOnboarding
+from memory.care.repository import SqlMemoryRepository
 from memory.recall.embedder_identity import check_embedder
 from memory.recall.embeddings import RecentEmbeddings, build_embedder
 from memory.store.actions import SqlActionStore
@@ -44,7 +48,6 @@ from memory.store.database import (
     wait_until_reachable,
 )
 from memory.store.errors import EmbedderMismatch
-from memory.store.memories import SqlMemoryRepository
 from memory.store.ports import Clock, Embedder, SystemClock
 
 log = structlog.get_logger(__name__)
@@ -239,12 +242,12 @@ async def build_core(
         store=store,
         memories=memories,
         embedder=embedder,
-        llm=model,
         tool_caller=tool_caller,
+        writer=tool_caller,
         clock=clock,
         background=background,
-        commands=commands,
-        outbound=outbound,
+        notices=NoticeWindow(sessions=sessions, commands=commands, outbound=outbound, clock=clock),
+        ask_update=functools.partial(update_question, commands),
         settings=MemorySettings(
             budget_tokens=settings.memory_budget_tokens,
             extract_every_n=settings.extract_every_n_messages,

@@ -20,9 +20,10 @@ from bot.errors import LLMUnavailable
 from bot.llm import LLM, Completion, LLMRequest, ToolCall, ToolResult, ToolSpec
 from bot.logs import bind_person
 from bot.prompting import MemoryContext, TurnWindow, session_system, turn_context
-from bot.text import clean_text, estimate_tokens
+from bot.text import clean_text
 from bot.transcript import TIME_NOTES, fit_history
 from bot.turns import TurnLocks
+from memory.recall.tokens import estimate_tokens
 from memory.store.conversations import SqlConversationStore
 from memory.store.ports import Clock
 from memory.store.records import ConversationSession, Inbound, Person, StoredMessage, TokenUsage

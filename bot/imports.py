@@ -17,8 +17,9 @@ import structlog
 
 from bot.chat_exports import SELF_IN_TEXT, ExportReader, ExportRejected
 from bot.export_formats import CHATGPT_SELF, ExportedMessage
-from memory.care.lifespan import zone_of
+from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import MAX_MESSAGES, extract_session
+from memory.local_time import zone_of
 from memory.store.database import Database
 from memory.store.imports import (
     ImportLine,
@@ -31,7 +32,6 @@ from memory.store.imports import (
     store_import,
     undo_import,
 )
-from memory.store.memories import SqlMemoryRepository
 from memory.store.ports import Clock, Embedder, ToolCaller
 from memory.store.records import Person
 

@@ -1,4 +1,5 @@
-"""The memory layer's `ToolCaller` port, on top of our `LLM` port (the fast model)."""
+"""The memory layer's `ToolCaller` and `TextWriter` ports, on top of our `LLM` port (the
+fast model)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from memory.store.errors import AnswerTruncated
 
 
 class LLMToolCaller:
-    """Asks the fast model to answer through exactly one tool call."""
+    """Asks the fast model to answer through exactly one tool call, or in plain text."""
 
     def __init__(self, llm: LLM, *, max_tokens: int = 2048) -> None:
         self._llm = llm
@@ -46,3 +47,8 @@ class LLMToolCaller:
             if call.name == tool_name:
                 return call.input
         raise LLMBadOutput(f"the model did not call {tool_name}")
+
+    async def write(self, *, system: str, prompt: str) -> str:
+        """The fast model's plain-text answer."""
+        request = LLMRequest(role="fast", stable_system=system, turns=(Turn("user", prompt),))
+        return (await self._llm.complete(request)).text

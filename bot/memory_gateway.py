@@ -3,32 +3,30 @@ and the background work after a turn (extraction, summaries, memory notices)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Protocol
 
 import structlog
 
 from bot import metrics
 from bot.background import BackgroundTasks
-from bot.commands.base import CommandDeps
-from bot.commands.questions import update_question
 from bot.domain import Reply
-from bot.llm import LLM, ToolCall, ToolSpec
-from bot.notice_window import NoticeWindow
-from bot.outbound import Outbound
+from bot.llm import ToolCall, ToolSpec
 from bot.prompting import MemoryContext, TurnWindow
-from bot.working_memory import summarise_session
 from memory.care.provenance import turn_message_ids
+from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import due_sessions, extract_session, remember_explicit
+from memory.learning.session_summary import fold_running_summary
 from memory.recall.context import assemble_context
 from memory.recall.retrieval import mark_recalled
 from memory.store.conversations import SqlConversationStore
 from memory.store.database import Database
 from memory.store.errors import NotAboutThePerson
-from memory.store.items import ExtractionOutcome, MemoryItem
-from memory.store.memories import SqlMemoryRepository
-from memory.store.ports import Clock, Embedder, ToolCaller
+from memory.store.items import ExtractionOutcome, MemoryItem, UpdateQuestion
+from memory.store.ports import Clock, Embedder, TextWriter, ToolCaller
 from memory.store.records import ConversationSession, Inbound, Person
 
 log = structlog.get_logger(__name__)
@@ -62,6 +60,26 @@ class MemorySettings:
     extract_every_n: int = 8
 
 
+class Notices(Protocol):
+    """Sends what the companion starts in the person's allowed window, or holds it for
+    that window (`bot.notice_window.NoticeWindow`)."""
+
+    async def send_or_hold(
+        self, person: Person, *, items: Sequence[MemoryItem] = (), reply: Reply | None = None
+    ) -> str:
+        """Send a memory notice about `items` (or `reply`) now or hold it; how it went."""
+        ...
+
+    async def release(self, *, limit: int = 200) -> Counter[str]:
+        """Send the held notices whose window has opened; counts by outcome."""
+        ...
+
+
+AskUpdate = Callable[[Person, UpdateQuestion], Awaitable[Reply]]
+"""Words and buttons of the question put to a person when their new words contradict a
+memory they set themselves (the command UI provides it: `bot.commands.questions`)."""
+
+
 class MemoryServices:
     """Implements the conversation's `MemoryGateway` on the memory layer."""
 
@@ -72,12 +90,12 @@ class MemoryServices:
         store: SqlConversationStore,
         memories: SqlMemoryRepository,
         embedder: Embedder,
-        llm: LLM,
         tool_caller: ToolCaller,
+        writer: TextWriter,
         clock: Clock,
         background: BackgroundTasks,
-        commands: CommandDeps,
-        outbound: Outbound,
+        notices: Notices,
+        ask_update: AskUpdate,
         settings: MemorySettings,
         autocommit: Database | None = None,
     ) -> None:
@@ -87,16 +105,13 @@ class MemoryServices:
         self._store = store
         self._memories = memories
         self._embedder = embedder
-        self._llm = llm
         self._tool_caller = tool_caller
+        self._writer = writer
         self._clock = clock
         self._background = background
-        self._commands = commands
-        self._outbound = outbound
+        self._ask_update = ask_update
         self._settings = settings
-        self.notices = NoticeWindow(
-            sessions=sessions, commands=commands, outbound=outbound, clock=clock
-        )
+        self.notices = notices
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
@@ -164,11 +179,12 @@ class MemoryServices:
             self.schedule_extraction(person, inbound.session.id)
         if window.needs_summary:
             self._background.spawn(
-                summarise_session(
-                    store=self._store,
-                    llm=self._llm,
+                fold_running_summary(
+                    sessions=self._sessions,
                     user_id=person.id,
                     session_id=inbound.session.id,
+                    writer=self._writer,
+                    timezone=person.timezone,
                     budget_tokens=window.budget_tokens,
                 ),
                 key=f"summary:{inbound.session.id}",
@@ -194,7 +210,7 @@ class MemoryServices:
         if outcome.items and person.memory_notices:
             await self._notify(person, outcome)
         for question in outcome.questions:
-            await self._send(person, await update_question(self._commands, person, question))
+            await self._send(person, await self._ask_update(person, question))
         return outcome
 
     async def sweep(self, *, idle_gap: timedelta, limit: int = 50) -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -28,7 +27,6 @@ from openai import (
 )
 from openai.types.chat import ChatCompletionChunk
 
-from bot import metrics
 from bot.errors import LLMBadOutput, LLMTruncated, LLMUnavailable
 from bot.llm import Completion, LLMRequest, ToolCall, ToolSpec, Usage
 from bot.openai_messages import Message, StreamedAnswer, build_messages, build_tools
@@ -42,11 +40,10 @@ from bot.openai_structured import (
     repair_messages,
     structured_options,
 )
-from bot.retrying import jittered_backoff, retry_after_seconds
+from bot.retrying import RetryPolicy, Sleep, record_completion, wait_or_give_up
 
 log = structlog.get_logger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
 NO_KEY = "no-key"
 """Sent as the bearer token to a local server that needs none (the SDK insists on one)."""
 
@@ -92,10 +89,9 @@ class OpenAILLM:
         self._modes: dict[str, Mode] = {}
         self._without_tools: set[str] = set()
         self._completion_tokens: set[str] = set()
-        self._max_retries = max_retries
-        self._backoff = backoff_seconds
-        self._max_backoff = max_backoff_seconds
-        self._max_retry_after = max_retry_after_seconds
+        self._retry = RetryPolicy(
+            max_retries, backoff_seconds, max_backoff_seconds, max_retry_after_seconds
+        )
         self._sleep = sleep
 
     def structured_mode(self, model: str) -> Mode:
@@ -111,18 +107,11 @@ class OpenAILLM:
         else:
             completion = await self._forced(request, model, _forced_spec(request))
         elapsed = time.monotonic() - started
-        metrics.record_llm_call(completion.model, elapsed, completion.usage)
-        log.info(
-            "llm.completed",
-            model=completion.model,
+        record_completion(
+            completion,
             role=request.role,
-            input_tokens=completion.usage.input_tokens,
-            output_tokens=completion.usage.output_tokens,
-            cache_read_tokens=completion.usage.cache_read_tokens,
-            stop_reason=completion.stop_reason,
-            tool_calls=len(completion.tool_calls),
+            elapsed=elapsed,
             structured_mode=self.structured_mode(model) if request.force_tool else None,
-            latency_ms=round(elapsed * 1000),
         )
         return completion
 
@@ -229,34 +218,23 @@ class OpenAILLM:
     def _delay_or_raise(self, exc: Exception, attempt: int, model: str) -> float:
         """How long to wait before attempt `attempt + 1`; raises ours when giving up."""
         if isinstance(exc, GARBLED):
-            delay = self._backoff_delay(attempt - 1) if attempt <= self._max_retries else None
+            delay = self._retry.delay(attempt - 1, retryable=True)
             status: int | str = "malformed"
             error: LLMUnavailable = LLMBadOutput(f"malformed answer: {type(exc).__name__}")
         else:
-            delay = self._retry_delay(exc, attempt - 1)
+            delay = self._retry.delay(
+                attempt - 1, retryable=is_retryable(exc), retry_after=_retry_after(exc)
+            )
             status = _status(exc)
             error = LLMUnavailable(_describe(exc, model))
-        if delay is None:
-            metrics.record_llm_failure(model, status)
-            log.warning("llm.failed", model=model, status=status, attempts=attempt)
-            raise error from exc
-        log.warning(
-            "llm.retry", model=model, status=status, attempt=attempt, delay_s=round(delay, 3)
+        return wait_or_give_up(
+            delay, error=error, cause=exc, attempt=attempt, model=model, status=status
         )
-        return delay
 
-    def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
-        """Seconds to wait before the next attempt, or None to give up."""
-        if attempt >= self._max_retries or not is_retryable(exc):
-            return None
-        if isinstance(exc, APIStatusError):
-            retry_after = retry_after_seconds(exc.response.headers.get("retry-after"))
-            if retry_after is not None:
-                return min(retry_after, self._max_retry_after)
-        return self._backoff_delay(attempt)
 
-    def _backoff_delay(self, attempt: int) -> float:
-        return jittered_backoff(attempt, self._backoff, self._max_backoff)
+def _retry_after(exc: Exception) -> str | None:
+    """The `retry-after` header the server sent with an error status, if any."""
+    return exc.response.headers.get("retry-after") if isinstance(exc, APIStatusError) else None
 
 
 def is_retryable(exc: Exception) -> bool:

@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 from bot.llm import Turn
+from memory.local_time import zone_of
 from memory.store.records import StoredMessage
+from memory.store.statuses import UNSHOWN_STATUSES
 
-HIDDEN_STATUSES = frozenset({"apology", "too_long", "forgotten", "command"})
+HIDDEN_STATUSES = frozenset(UNSHOWN_STATUSES)
 WAITING_STATUSES = frozenset({"stored", "unanswered"})
 """A person's message no reply has answered yet."""
 
@@ -85,7 +86,7 @@ class TurnWindow:
 
 def local_time_line(now: datetime, timezone: str) -> str:
     """'Now: Monday 2 March 2026, 10:00 (Europe/Copenhagen)' for the dynamic prompt."""
-    local = now.astimezone(_zone(timezone))
+    local = now.astimezone(zone_of(timezone))
     return f"Now: {local:%A %-d %B %Y, %H:%M} ({timezone})"
 
 
@@ -124,10 +125,3 @@ def session_system(*, display_name: str | None, summary: str, earlier: str = "")
             f"<summary>\n{summary}\n</summary>"
         )
     return "\n\n".join(parts)
-
-
-def _zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (KeyError, ValueError):
-        return ZoneInfo("UTC")

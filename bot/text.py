@@ -17,8 +17,3 @@ def clean_text(raw: str) -> str:
     valid = raw.encode("utf-16-le", errors="surrogatepass").decode("utf-16-le", errors="replace")
     without_controls = _CONTROL.sub("", valid.replace("\r\n", "\n").replace("\r", "\n"))
     return unicodedata.normalize("NFC", without_controls).strip()
-
-
-def estimate_tokens(text: str) -> int:
-    """A cheap, conservative token estimate (about four characters a token)."""
-    return len(text) // 3 + 1

@@ -4,8 +4,9 @@ check-in in a person's own timezone (DST-correct), quiet hours across midnight."
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, time, timedelta
-from zoneinfo import ZoneInfo
+from datetime import datetime, time, timedelta
+
+from memory.local_time import at_local, zone_of
 
 _HHMM = re.compile(r"^(\d{1,2})(?::(\d{2}))?\s*(am|pm)?$")
 
@@ -38,30 +39,11 @@ def parse_range(text: str) -> tuple[time, time] | None:
     return first, second
 
 
-def zone(name: str) -> ZoneInfo:
-    """The zone, or UTC when the name is unknown."""
-    try:
-        return ZoneInfo(name)
-    except (KeyError, ValueError):
-        return ZoneInfo("UTC")
-
-
-def at_local(day: datetime, at: time, tz: ZoneInfo) -> datetime:
-    """The UTC instant of local time `at` on `day`'s local date.
-
-    A time skipped by a DST jump (02:30 on a spring-forward night) falls after the jump
-    (03:30); a repeated one (fall back) is its first occurrence.
-    """
-    local_date = day.astimezone(tz).date()
-    naive = datetime.combine(local_date, at)
-    return naive.replace(tzinfo=tz, fold=0).astimezone(UTC)
-
-
 def next_checkin(now: datetime, tz_name: str, at: time | None) -> datetime | None:
     """The next UTC instant after `now` when it is `at` in the person's timezone."""
     if at is None:
         return None
-    tz = zone(tz_name)
+    tz = zone_of(tz_name)
     for days in range(3):
         candidate = at_local(now + timedelta(days=days), at, tz)
         if candidate > now:
@@ -73,7 +55,7 @@ def in_quiet_hours(now: datetime, tz_name: str, start: time | None, end: time | 
     """Whether `now` falls in the person's quiet hours (which may span midnight)."""
     if start is None or end is None or start == end:
         return False
-    local = now.astimezone(zone(tz_name)).time()
+    local = now.astimezone(zone_of(tz_name)).time()
     if start < end:
         return start <= local < end
     return local >= start or local < end

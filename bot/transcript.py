@@ -19,9 +19,9 @@ from zoneinfo import ZoneInfo
 
 from bot.llm import Turn
 from bot.prompting import HIDDEN_STATUSES, TurnWindow, in_reply_order
-from bot.text import estimate_tokens
-from memory.care.lifespan import zone_of
-from memory.recall.recent_past import History, SessionDigest
+from memory.local_time import zone_of
+from memory.recall.tokens import estimate_tokens
+from memory.store.recent_past import History, SessionDigest
 from memory.store.records import StoredMessage
 
 GAP_NOTE_AFTER = timedelta(hours=1)

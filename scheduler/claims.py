@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import datetime, time, timedelta
 from functools import lru_cache
 
 from bot import metrics
-from bot.timing import next_checkin, zone
+from bot.timing import next_checkin
+from memory.local_time import local_date, zone_of
 from memory.store.claims import (
     CheckinPerson,
     FoldedEvent,
@@ -49,7 +50,7 @@ class DueEvent:
 def effective_time(event_at: datetime, tz_name: str) -> datetime:
     """When an event is over enough to ask about it: a date without a time (local
     midnight) counts from the end of that day."""
-    local = event_at.astimezone(zone(tz_name))
+    local = event_at.astimezone(zone_of(tz_name))
     return event_at + timedelta(days=1) if local.time() == time(0, 0) else event_at
 
 
@@ -67,11 +68,6 @@ def _local_day(instant: datetime, tz_name: str) -> str:
 def followup_key(user_id: int, memory_id: int) -> str:
     """One follow-up per remembered event."""
     return f"followup:{user_id}:{memory_id}"
-
-
-def local_date(instant: datetime, tz_name: str) -> date:
-    """The person's calendar date at `instant`."""
-    return instant.astimezone(zone(tz_name)).date()
 
 
 async def due_events(

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from bot.errors import LLMBadOutput
 from bot.llm import LLMRequest, Turn
 from bot.prompting import HIDDEN_STATUSES, dynamic_system
-from bot.timing import zone
 from memory.learning.extraction_prompt import strip_memory_blocks
+from memory.local_time import zone_of
 from memory.recall.context import assemble_context
 from memory.store.last_conversation import latest_conversation
 from memory.store.records import Person, StoredMessage
@@ -39,7 +39,7 @@ class Occasion:
 
 def describe_occasion(occasion: Occasion, now: datetime, tz_name: str) -> str:
     """What the model is asked to consider, in words."""
-    local = now.astimezone(zone(tz_name))
+    local = now.astimezone(zone_of(tz_name))
     parts = []
     if occasion.checkin:
         parts.append(

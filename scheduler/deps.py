@@ -16,9 +16,9 @@ from bot.memory_gateway import MemoryServices
 from bot.outbound import Outbound
 from bot.prompting import load_persona
 from bot.timezone_onboarding import TimezoneOnboarding
+from memory.care.repository import SqlMemoryRepository
 from memory.store.conversations import SqlConversationStore
 from memory.store.database import Database, Engine
-from memory.store.memories import SqlMemoryRepository
 from memory.store.ports import Clock, Embedder, ToolCaller, Vector
 
 

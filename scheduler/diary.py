@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 
 import structlog
 
-from bot.timing import zone
-from memory.learning.diary import day_messages, save_entry
+from memory.local_time import day_span, zone_of
+from memory.store.diary import day_messages, save_entry
 from memory.store.diary_days import LocalDay, talked_without_entry
 from scheduler.deps import SchedulerDeps
 from scheduler.prompts import DIARY_SYSTEM, DIARY_TOOL, DiaryAnswer, diary_prompt
@@ -38,10 +38,9 @@ class DiaryDay:
 
 def day_bounds(user_id: int, tz_name: str, now: datetime) -> DiaryDay:
     """The person's local yesterday (the day that just ended at their night)."""
-    tz = zone(tz_name)
+    tz = zone_of(tz_name)
     day = now.astimezone(tz).date() - timedelta(days=1)
-    start = datetime.combine(day, time(0), tzinfo=tz).astimezone(UTC)
-    end = datetime.combine(day + timedelta(days=1), time(0), tzinfo=tz).astimezone(UTC)
+    start, end = day_span(day, tz)
     return DiaryDay(user_id, tz_name, day, start, end)
 
 
@@ -63,7 +62,7 @@ async def write_entry(deps: SchedulerDeps, day: DiaryDay) -> bool:
         return False
     memories = await deps.memories.live(day.user_id, limit=MEMORIES_IN_PROMPT)
     prompt = diary_prompt(
-        messages, [m.content for m in memories], zone(day.timezone), f"{day.day:%A %-d %B %Y}"
+        messages, [m.content for m in memories], zone_of(day.timezone), f"{day.day:%A %-d %B %Y}"
     )
     try:
         raw = await deps.tool_caller.call_tool(

@@ -14,7 +14,7 @@ from bot import metrics
 from bot.domain import Reply
 from bot.errors import DeliveryFailed, LLMUnavailable
 from bot.logs import bind_person
-from bot.timing import zone
+from memory.local_time import zone_of
 from memory.store.facts import Facts, read_facts
 from memory.store.outbox import (
     FINAL,
@@ -126,7 +126,9 @@ async def send_claim(
         return "waiting"
     if verdict != GO:
         return await _skip(deps, claim, verdict)
-    described = tuple(describe_event(e.content, e.event_at, zone(facts.timezone)) for e in events)
+    described = tuple(
+        describe_event(e.content, e.event_at, zone_of(facts.timezone)) for e in events
+    )
     occasion = Occasion(checkin=claim.kind == "checkin", events=described)
     try:
         decision = await compose(deps, person, occasion, now)

@@ -24,7 +24,7 @@ from adapters.discord_bot.rendering import has_content, send_to_channel, view_fo
 from bot.bootstrap import Core
 from bot.domain import Recipient, Reply
 from bot.errors import ConfigurationError, DeliveryFailed
-from memory.store.conversations import SqlConversationStore
+from memory.store.people import SqlPeople
 
 log = structlog.get_logger(__name__)
 
@@ -36,7 +36,7 @@ class DiscordDelivery:
 
     platform = "discord"
 
-    def __init__(self, client: discord.Client, store: SqlConversationStore) -> None:
+    def __init__(self, client: discord.Client, store: SqlPeople) -> None:
         self._client = client
         self._store = store
 

@@ -49,6 +49,26 @@ async def retrying(call: Callable[[], Awaitable[T]]) -> T:
     raise AssertionError("unreachable")
 
 
+async def _html_or_plain(
+    as_html: Callable[[], Awaitable[T]], as_plain: Callable[[], Awaitable[T]]
+) -> T:
+    """`as_html()` (with `retrying`); when Telegram cannot parse our markup, `as_plain()`."""
+    try:
+        return await retrying(as_html)
+    except BadRequest as exc:
+        if not is_parse_error(exc):
+            raise
+        log.warning("telegram.html_rejected", error=exc.message[:120])
+        return await retrying(as_plain)
+
+
+def _replying_to(message_id: int | None) -> ReplyParameters | None:
+    """A reply to `message_id` that is still sent when that message is gone."""
+    if message_id is None:
+        return None
+    return ReplyParameters(message_id, allow_sending_without_reply=True)
+
+
 def utf16_len(text: str) -> int:
     """Length as Telegram counts it (UTF-16 code units)."""
     return len(text.encode("utf-16-le")) // 2
@@ -154,53 +174,35 @@ class TelegramSender:
         markup: InlineKeyboardMarkup | None,
         reply_to: int | None,
     ) -> Message:
-        replying = (
-            ReplyParameters(reply_to, allow_sending_without_reply=True)
-            if reply_to is not None
-            else None
+        replying = _replying_to(reply_to)
+        return await _html_or_plain(
+            lambda: self.bot.send_message(
+                chat_id,
+                to_html(text),
+                parse_mode=ParseMode.HTML,
+                reply_markup=markup,
+                reply_parameters=replying,
+            ),
+            lambda: self.bot.send_message(
+                chat_id, text, reply_markup=markup, reply_parameters=replying
+            ),
         )
-        try:
-            return await retrying(
-                lambda: self.bot.send_message(
-                    chat_id,
-                    to_html(text),
-                    parse_mode=ParseMode.HTML,
-                    reply_markup=markup,
-                    reply_parameters=replying,
-                )
-            )
-        except BadRequest as exc:
-            if not is_parse_error(exc):
-                raise
-            log.warning("telegram.html_rejected", error=exc.message[:120])
-            return await retrying(
-                lambda: self.bot.send_message(
-                    chat_id, text, reply_markup=markup, reply_parameters=replying
-                )
-            )
 
     async def _edit_text(
         self, chat_id: int, message_id: int, text: str, markup: InlineKeyboardMarkup | None
     ) -> None:
-        try:
-            await retrying(
-                lambda: self.bot.edit_message_text(
-                    to_html(text),
-                    chat_id=chat_id,
-                    message_id=message_id,
-                    parse_mode=ParseMode.HTML,
-                    reply_markup=markup,
-                )
-            )
-        except BadRequest as exc:
-            if not is_parse_error(exc):
-                raise
-            log.warning("telegram.html_rejected", error=exc.message[:120])
-            await retrying(
-                lambda: self.bot.edit_message_text(
-                    text, chat_id=chat_id, message_id=message_id, reply_markup=markup
-                )
-            )
+        await _html_or_plain(
+            lambda: self.bot.edit_message_text(
+                to_html(text),
+                chat_id=chat_id,
+                message_id=message_id,
+                parse_mode=ParseMode.HTML,
+                reply_markup=markup,
+            ),
+            lambda: self.bot.edit_message_text(
+                text, chat_id=chat_id, message_id=message_id, reply_markup=markup
+            ),
+        )
 
     async def _send_document(
         self,
@@ -209,11 +211,7 @@ class TelegramSender:
         markup: InlineKeyboardMarkup | None,
         reply_to: int | None,
     ) -> Message:
-        replying = (
-            ReplyParameters(reply_to, allow_sending_without_reply=True)
-            if reply_to is not None
-            else None
-        )
+        replying = _replying_to(reply_to)
         return await retrying(
             lambda: self.bot.send_document(
                 chat_id,

@@ -10,7 +10,7 @@ from bot.domain import Document, IncomingMessage, Reply
 from bot.timezone_onboarding import QUESTION, TimezoneOnboarding
 from memory.care.erasure import count_person_data, erase_person
 from memory.care.export import export_person
-from memory.learning.diary import DiaryRecord, recent_entries
+from memory.store.diary import DiaryRecord, recent_entries
 from memory.store.records import Person
 
 HELP = """I'm your companion: talk to me about anything, and I'll remember what matters to you.

@@ -10,10 +10,10 @@ from typing import Any
 from bot.domain import Button, ButtonPress, IncomingMessage
 from bot.imports import ImportConfig
 from memory.care.provenance import record_command
+from memory.care.repository import SqlMemoryRepository
 from memory.store.actions import Action, SqlActionStore
 from memory.store.conversations import SqlConversationStore
 from memory.store.database import Database
-from memory.store.memories import SqlMemoryRepository
 from memory.store.ports import Clock, ToolCaller
 from memory.store.records import Person
 

@@ -21,11 +21,11 @@ from bot.commands.base import (
 from bot.commands.editing import CREATION, MAX_REMEMBER, NOT_ABOUT_YOU, not_found, undo_specs
 from bot.domain import Reply
 from memory.care.edits import EDIT_WAIT, await_edit, cancel_edit, take_edit
-from memory.care.provenance import COMMAND
 from memory.learning.system_claims import claims_power_over_system
 from memory.store.errors import MemoryNotFound
 from memory.store.items import MemoryItem
 from memory.store.records import Inbound, Person
+from memory.store.statuses import COMMAND
 
 USAGE = (
     "Tell me which memory to change and what it should say: /edit m12 my sister's "

@@ -16,6 +16,7 @@ from bot.commands.base import (
     parse_label,
 )
 from bot.domain import Reply
+from memory.local_time import zone_of
 from memory.store.items import MemoryItem
 from memory.store.records import Person
 
@@ -35,14 +36,6 @@ GROUPS: tuple[tuple[str, Callable[[MemoryItem], bool]], ...] = (
 )
 TIER_WORDS = {"core": "core", "active": "active", "pinned": "pinned"}
 MAX_ITEMS = 1000
-
-
-def zone_of(person: Person) -> ZoneInfo:
-    """The person's timezone (UTC when it is not a known zone)."""
-    try:
-        return ZoneInfo(person.timezone)
-    except (KeyError, ValueError):
-        return ZoneInfo("UTC")
 
 
 def group_of(item: MemoryItem) -> int:
@@ -97,7 +90,7 @@ async def memory_page(
     pages = (len(items) + deps.page_size - 1) // deps.page_size
     page = min(max(page, 1), pages)
     shown = items[(page - 1) * deps.page_size : page * deps.page_size]
-    zone = zone_of(person)
+    zone = zone_of(person.timezone)
     header = f"What I remember about you ({len(items)} items, page {page} of {pages}):"
     nav = nav_buttons(page, pages, tier)
     nav.insert(1 if page > 1 else 0, edit_button(shown))
@@ -164,7 +157,7 @@ async def search_view(deps: CommandDeps, person: Person, text: str) -> Reply:
             f"Nothing in my memory matches “{text[:60]}”. /memory shows everything.{note}",
             private=True,
         )
-    zone = zone_of(person)
+    zone = zone_of(person.timezone)
     body = "\n".join(describe(m, zone, deps.clock.now()) for m in found)
     buttons = await make_buttons(deps, person, [*item_buttons(found), [edit_button(found)]])
     return Reply(f"Matching “{text[:60]}”:\n{body}{note}", buttons, private=True)
@@ -186,5 +179,5 @@ async def memory_command(deps: CommandDeps, person: Person, args: str) -> Reply:
         item = await deps.memories.get(person.id, parse_label(word) or 0)
         if item is None or not item.live:
             return Reply(f"I have no memory {word}. /memory lists them all.", private=True)
-        return Reply(describe(item, zone_of(person), deps.clock.now()), private=True)
+        return Reply(describe(item, zone_of(person.timezone), deps.clock.now()), private=True)
     return await search_view(deps, person, args.strip())

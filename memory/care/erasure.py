@@ -15,10 +15,8 @@ from collections.abc import Sequence
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.care.provenance import COMMAND
+from memory.store.statuses import COMMAND, HIDDEN
 from memory.store.tables import Base, DiaryEntry, Memory, Message, Outreach, Session, Thread, User
-
-HIDDEN = "forgotten"
 
 _RELATED_MESSAGES = text("""
 WITH src AS (

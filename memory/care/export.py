@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.care.erasure import HIDDEN, person_tables
-from memory.care.provenance import COMMAND
+from memory.care.erasure import person_tables
+from memory.store.statuses import COMMAND, HIDDEN
 from memory.store.tables import Base, Identity, User
 
 INTERNAL_TABLES = frozenset({"button_actions", "link_codes", "link_attempts"})

@@ -19,11 +19,10 @@ from datetime import datetime
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.store.statuses import COMMAND
 from memory.store.tables import Message
 from memory.store.tables import Session as SessionRow
 
-COMMAND = "command"
-"""The status of a message that was a command, never read as conversation."""
 TURN_STATUSES = ("stored", "unanswered")
 """A person's messages still waiting for the reply being written."""
 

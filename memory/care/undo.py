@@ -65,22 +65,18 @@ async def _undo_supersede(
     return old
 
 
-async def _undo_pin(
-    db: AsyncSession, row: Memory, event: MemoryEvent, now: datetime, actor: str
-) -> Memory:
-    if not row.pinned:
-        raise NothingToUndo("not pinned")
-    row.pinned = False
-    return row
+def _pinned_back(pinned: bool, already: str) -> Undoer:
+    """Undo a pin or an unpin: `pinned` again, unless the memory is so already."""
 
+    async def undo(
+        db: AsyncSession, row: Memory, event: MemoryEvent, now: datetime, actor: str
+    ) -> Memory:
+        if row.pinned == pinned:
+            raise NothingToUndo(already)
+        row.pinned = pinned
+        return row
 
-async def _undo_unpin(
-    db: AsyncSession, row: Memory, event: MemoryEvent, now: datetime, actor: str
-) -> Memory:
-    if row.pinned:
-        raise NothingToUndo("already pinned")
-    row.pinned = True
-    return row
+    return undo
 
 
 async def _undo_restore(
@@ -96,8 +92,8 @@ UNDOERS: dict[str, Undoer] = {
     "create": _undo_create,
     "forget": _undo_forget,
     "supersede": _undo_supersede,
-    "pin": _undo_pin,
-    "unpin": _undo_unpin,
+    "pin": _pinned_back(False, "not pinned"),
+    "unpin": _pinned_back(True, "already pinned"),
     "restore": _undo_restore,
 }
 

@@ -28,9 +28,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.care.erasure import HIDDEN
-from memory.care.lifespan import lifespan, parse_event_date, zone_of
-from memory.care.provenance import COMMAND
 from memory.learning.extraction_prompt import (
     CLASSIFY_SYSTEM,
     CLASSIFY_TOOL,
@@ -43,20 +40,23 @@ from memory.learning.extraction_prompt import (
     parse_answer,
     strip_memory_blocks,
 )
-from memory.learning.extraction_prompt import MEMORY_BLOCK_END as MEMORY_BLOCK_END
-from memory.learning.extraction_prompt import MEMORY_BLOCK_START as MEMORY_BLOCK_START
 from memory.learning.judge import judge_unseen
+from memory.learning.lifespan import lifespan, parse_event_date
 from memory.learning.reconcile import Plan, plans_from, save_explicit, store_plans
 from memory.learning.session_summary import summarise_closed_session
 from memory.learning.system_claims import claims_power_over_system
+from memory.local_time import zone_of
+from memory.recall.memory_block import MEMORY_BLOCK_END as MEMORY_BLOCK_END
+from memory.recall.memory_block import MEMORY_BLOCK_START as MEMORY_BLOCK_START
 from memory.recall.relevant import relevant_memories
 from memory.store.errors import AnswerTruncated, NotAboutThePerson
 from memory.store.items import Candidate, ExtractionOutcome, MemoryItem
 from memory.store.log_statements import stored_messages
-from memory.store.memories import SqlMemoryRepository
+from memory.store.memories import SqlMemories
 from memory.store.memory_batch import Embedding, MemoryBatch
 from memory.store.ports import Clock, Embedder, ToolCaller
 from memory.store.records import StoredMessage
+from memory.store.statuses import COMMAND, HIDDEN
 from memory.store.tables import Message
 from memory.store.tables import Session as SessionRow
 from memory.store.threads import live_threads
@@ -86,7 +86,7 @@ async def extract_session(
     user_id: int,
     session_id: int,
     sessions: async_sessionmaker[AsyncSession],
-    memories: SqlMemoryRepository,
+    memories: SqlMemories,
     llm: ToolCaller,
     embedder: Embedder,
     clock: Clock,
@@ -405,7 +405,7 @@ async def remember_explicit(
     *,
     user_id: int,
     text: str,
-    memories: SqlMemoryRepository,
+    memories: SqlMemories,
     llm: ToolCaller | None,
     clock: Clock,
     timezone: str,

@@ -16,12 +16,10 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memory.care.lifespan import is_event_date
+from memory.learning.lifespan import is_event_date
 from memory.store.items import CATEGORIES, MemoryItem
 from memory.store.records import StoredMessage
 
-MEMORY_BLOCK_START = "<memory>"
-MEMORY_BLOCK_END = "</memory>"
 MAX_MESSAGE_CHARS = 2000
 MAX_THREAD_CHARS = 120
 

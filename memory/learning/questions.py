@@ -14,7 +14,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.store.items import Candidate, MemoryItem, UpdateQuestion, content_hash
-from memory.store.memories import SqlMemoryRepository
+from memory.store.memories import SqlMemories
 from memory.store.memory_batch import MemoryBatch, to_item
 from memory.store.tables import Memory, MemoryQuestion
 
@@ -64,7 +64,7 @@ async def ask_update(
 
 async def answer_update(
     sessions: async_sessionmaker[AsyncSession],
-    memories: SqlMemoryRepository,
+    memories: SqlMemories,
     *,
     user_id: int,
     question_id: int,

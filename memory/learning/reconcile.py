@@ -22,9 +22,9 @@ from zoneinfo import ZoneInfo
 
 import structlog
 
-from memory.care.lifespan import lifespan, parse_event_date
 from memory.learning.endings import has_ending, overlap
 from memory.learning.extraction_prompt import ExtractedMemory, ExtractionAnswer
+from memory.learning.lifespan import lifespan, parse_event_date
 from memory.learning.questions import ask_update
 from memory.learning.system_claims import claims_power_over_system
 from memory.recall.relevant import kin_terms, names, owner_kin

@@ -24,9 +24,11 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import DateTime, Select, String, and_, bindparam, literal, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.learning.diary import notes_params, notes_statement
-from memory.learning.extraction import MEMORY_BLOCK_END, MEMORY_BLOCK_START
+from memory.local_time import zone_of
+from memory.recall.memory_block import MEMORY_BLOCK_END, MEMORY_BLOCK_START
 from memory.recall.retrieval import Recalled, recall
+from memory.recall.tokens import estimate_tokens
+from memory.store.diary import notes_params, notes_statement
 from memory.store.ports import Embedder
 from memory.store.tables import Memory, Session
 
@@ -82,11 +84,6 @@ class AssembledContext:
     recalled_ids: tuple[int, ...] = ()
     standing: str = ""
     this_turn: str = ""
-
-
-def estimate_tokens(text: str) -> int:
-    """A cheap, conservative token estimate."""
-    return len(text) // 3 + 1
 
 
 def fit_sections(sections: Sequence[Section], budget_tokens: int) -> list[Section]:
@@ -171,13 +168,6 @@ def describe_when(event_at: datetime, now: datetime, zone: ZoneInfo) -> str:
     )
     clock = "" if (local.hour, local.minute) == (0, 0) else f", {local:%H:%M}"
     return f"{local:%a %-d %b}{clock} ({relative})"
-
-
-def _zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (KeyError, ValueError):
-        return ZoneInfo("UTC")
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +369,7 @@ async def assemble_context(
     Memories noted since `standing_since` (the session's start) are shown in the part for
     this turn, so the standing part stays the same through a conversation.
     """
-    zone = _zone(timezone)
+    zone = zone_of(timezone)
     facts, found = await asyncio.gather(
         remembered(
             sessions,

@@ -23,6 +23,7 @@ import numpy as np
 import structlog
 
 from memory.store.ports import Embedder, Vector
+from memory.store.ports import EmbeddingError as EmbeddingError  # the port's, re-exported
 
 log = structlog.get_logger(__name__)
 
@@ -31,11 +32,7 @@ WORDLLAMA_WEIGHTS_DIM = 256  # the only weights file the wheel ships
 WORDLLAMA_DIMS = (64, 128, 256)  # Matryoshka truncations of the shipped weights
 INLINE_BATCH = 64  # larger batches are embedded in a worker thread
 VOYAGE_URL = "https://api.voyageai.com"
-VOYAGE_BATCH = 128
-
-
-class EmbeddingError(RuntimeError):
-    """The embedding provider could not embed the texts."""
+HOSTED_BATCH = 128  # texts a request to a hosted provider
 
 
 class EmbeddingUnavailable(EmbeddingError):
@@ -126,7 +123,48 @@ def _package_folder() -> str:
     return str(Path(wordllama.__file__).parent)
 
 
-class VoyageEmbedder:
+class HostedEmbedder:
+    """What the hosted embedders share: the width, one HTTP connection pool, batches of
+    `batch` texts a request (`_batch`, each provider's own), unit rows."""
+
+    batch = HOSTED_BATCH
+    _dim: int
+    _session: aiohttp.ClientSession | None
+
+    @property
+    def dim(self) -> int:
+        """Vector width."""
+        return self._dim
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def embed(self, texts: list[str]) -> Vector:
+        """One unit row per text, in batches of at most `batch` per request."""
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        size = self.batch
+        parts = [await self._batch(texts[i : i + size]) for i in range(0, len(texts), size)]
+        return normalise_rows(np.concatenate(parts), self._dim)
+
+    async def _batch(self, texts: list[str]) -> Vector:
+        raise NotImplementedError
+
+
+def embedding_rows(payload: Any, provider: str) -> Vector:
+    """The `data[].embedding` rows of an embeddings answer, in `index` order."""
+    try:
+        items = sorted(payload["data"], key=lambda item: int(item["index"]))
+        rows: Vector = np.asarray([item["embedding"] for item in items], dtype=np.float32)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EmbeddingRejected(f"{provider} answered with an unexpected body") from exc
+    return rows
+
+
+class VoyageEmbedder(HostedEmbedder):
     """Voyage AI embeddings over HTTPS (`POST /v1/embeddings`)."""
 
     def __init__(
@@ -146,32 +184,11 @@ class VoyageEmbedder:
         self._session: aiohttp.ClientSession | None = None
 
     @property
-    def dim(self) -> int:
-        """Vector width (`output_dimension`)."""
-        return self._dim
-
-    @property
     def name(self) -> str:
         """Provider, model and width, e.g. `voyage-voyage-3.5-lite-256`."""
         return f"voyage-{self._model}-{self._dim}"
 
-    async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    async def embed(self, texts: list[str]) -> Vector:
-        """One unit row per text, in batches of at most 128 per request."""
-        if not texts:
-            return np.zeros((0, self._dim), dtype=np.float32)
-        parts = [
-            await self._request(texts[i : i + VOYAGE_BATCH])
-            for i in range(0, len(texts), VOYAGE_BATCH)
-        ]
-        return normalise_rows(np.concatenate(parts), self._dim)
-
-    async def _request(self, texts: list[str]) -> Vector:
+    async def _batch(self, texts: list[str]) -> Vector:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         body = {"input": texts, "model": self._model, "output_dimension": self._dim}
@@ -187,11 +204,7 @@ class VoyageEmbedder:
         return self._parse(payload, len(texts))
 
     def _parse(self, payload: Any, expected: int) -> Vector:
-        try:
-            items = sorted(payload["data"], key=lambda item: int(item["index"]))
-            matrix = np.asarray([item["embedding"] for item in items], dtype=np.float32)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise EmbeddingRejected("Voyage answered with an unexpected body") from exc
+        matrix = embedding_rows(payload, "Voyage")
         if matrix.shape != (expected, self._dim):
             raise EmbeddingRejected(
                 f"Voyage returned vectors of shape {matrix.shape}, expected ({expected}, "

@@ -12,19 +12,22 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
-import numpy as np
 import structlog
 
-from memory.recall.embeddings import EmbeddingRejected, EmbeddingUnavailable, normalise_rows
+from memory.recall.embeddings import (
+    EmbeddingRejected,
+    EmbeddingUnavailable,
+    HostedEmbedder,
+    embedding_rows,
+)
 from memory.store.ports import Vector
 
 log = structlog.get_logger(__name__)
 
 OPENAI_URL = "https://api.openai.com/v1"
-BATCH = 128
 
 
-class OpenAICompatibleEmbedder:
+class OpenAICompatibleEmbedder(HostedEmbedder):
     """Embeddings over an OpenAI-compatible `/embeddings` endpoint."""
 
     def __init__(
@@ -45,27 +48,9 @@ class OpenAICompatibleEmbedder:
         self._send_dimensions = False
 
     @property
-    def dim(self) -> int:
-        """Vector width."""
-        return self._dim
-
-    @property
     def name(self) -> str:
         """Provider, model and width, e.g. `openai-nomic-embed-text-768`."""
         return f"openai-{self._model}-{self._dim}"
-
-    async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    async def embed(self, texts: list[str]) -> Vector:
-        """One unit row per text, in batches of at most 128 per request."""
-        if not texts:
-            return np.zeros((0, self._dim), dtype=np.float32)
-        parts = [await self._batch(texts[i : i + BATCH]) for i in range(0, len(texts), BATCH)]
-        return normalise_rows(np.concatenate(parts), self._dim)
 
     async def _batch(self, texts: list[str]) -> Vector:
         matrix = await self._request(texts)
@@ -101,11 +86,7 @@ class OpenAICompatibleEmbedder:
 
 
 def _parse(payload: Any, expected: int) -> Vector:
-    try:
-        items = sorted(payload["data"], key=lambda item: int(item["index"]))
-        matrix = np.asarray([item["embedding"] for item in items], dtype=np.float32)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise EmbeddingRejected("the embedding server answered with an unexpected body") from exc
+    matrix = embedding_rows(payload, "the embedding server")
     if matrix.ndim != 2 or matrix.shape[0] != expected:
         raise EmbeddingRejected(f"the embedding server returned {matrix.shape[0]} vectors")
     return matrix

@@ -143,23 +143,6 @@ def stored_as(chat_id: str | None, platform_message_id: str | None) -> Any:
 
 
 @functools.cache
-def session_messages_statement(*, after: bool, in_chat: bool) -> Any:
-    """The newest messages of a session (bound: `uid`, `sid`, `limit`, and `after` and
-    `chat` when asked); built once per shape."""
-    query = (
-        stored_messages()
-        .where(Message.user_id == bindparam("uid"), Message.session_id == bindparam("sid"))
-        .order_by(Message.id.desc())
-        .limit(bindparam("limit"))
-    )
-    if after:
-        query = query.where(Message.id > bindparam("after"))
-    if in_chat:
-        query = query.where(Message.chat_id == bindparam("chat"))
-    return query
-
-
-@functools.cache
 def reply_statement(*, answers: bool) -> Any:
     """Insert a reply, touch its session and (with `answers`) mark the person's waiting
     messages up to `r_through` answered; built once, bound with `r_*` parameters."""

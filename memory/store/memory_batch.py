@@ -1,6 +1,6 @@
 """Memory writes for one person inside one open transaction.
 
-`SqlMemoryRepository` wraps each public method in its own batch; extraction uses one
+`SqlMemories` wraps each public method in its own batch; extraction uses one
 batch for all of a run's stores and its watermark, so a crash never half-applies.
 """
 

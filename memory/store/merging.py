@@ -14,7 +14,7 @@ from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.store.items import LIVE_STATUSES, Candidate, MemoryItem
-from memory.store.memories import SqlMemoryRepository
+from memory.store.memories import SqlMemories
 from memory.store.memory_batch import to_item
 from memory.store.memory_events import record_event
 from memory.store.patrol import Batch
@@ -148,7 +148,7 @@ async def fold_memories(
 
 
 async def merge_as_new_version(
-    memories: SqlMemoryRepository,
+    memories: SqlMemories,
     keeper: MemoryItem,
     loser: MemoryItem,
     candidate: Candidate,
@@ -207,7 +207,7 @@ async def recurring(
 
 
 async def promote_to_core(
-    memories: SqlMemoryRepository, user_id: int, short_id: int, *, thread_id: int | None = None
+    memories: SqlMemories, user_id: int, short_id: int, *, thread_id: int | None = None
 ) -> int:
     """A core version of an active memory (the old one stays in history); with
     `thread_id`, that thread is promoted. 1 when promoted, 0 when it changed meanwhile."""

@@ -1,7 +1,7 @@
 """What the memory layer needs from outside, as small Protocols.
 
-`bot` provides the implementations (the system clock, an LLM that can call tools);
-`memory` never imports `bot`.
+`bot` provides the implementations (the system clock, an LLM that can call tools or write
+plain text); `memory` never imports `bot`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,13 @@ class SystemClock:
         return datetime.now(UTC)
 
 
+class EmbeddingError(RuntimeError):
+    """The embedding provider could not embed the texts (every `Embedder` raises this, or
+    a subclass, when it fails)."""
+
+
 class Embedder(Protocol):
-    """Turns texts into unit-length vectors of a fixed dimension."""
+    """Turns texts into unit-length vectors of a fixed dimension; raises `EmbeddingError`."""
 
     @property
     def dim(self) -> int: ...
@@ -61,3 +66,11 @@ class ToolCaller(Protocol):
         input_schema: dict[str, Any],
         max_tokens: int | None = None,
     ) -> dict[str, Any]: ...
+
+
+class TextWriter(Protocol):
+    """A fast language model answering in plain text (no tool)."""
+
+    async def write(self, *, system: str, prompt: str) -> str:
+        """The model's answer to `prompt` under `system`."""
+        ...

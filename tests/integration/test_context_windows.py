@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.care.repository import SqlMemoryRepository
 from memory.recall.context import AssembledContext, assemble_context
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.store.items import Candidate, MemoryItem
-from memory.store.memories import SqlMemoryRepository
 from memory.store.tables import User
 from tests.conftest import FakeClock
 

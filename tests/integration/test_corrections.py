@@ -13,12 +13,12 @@ import pytest
 from structlog.testing import capture_logs
 
 from bot.bootstrap import Core
+from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import RETRY_MAX_TOKENS, due_sessions, remember_explicit
 from memory.learning.questions import answer_update
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.store.errors import AnswerTruncated
 from memory.store.items import Candidate
-from memory.store.memories import SqlMemoryRepository
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.delivery import RecordingDelivery

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from structlog.testing import capture_logs
 
 from memory.care.erasure import hide_sources
+from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import (
     MEMORY_BLOCK_END,
     MEMORY_BLOCK_START,
@@ -23,7 +24,6 @@ from memory.learning.extraction import (
 )
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.store.items import Candidate, ExtractionOutcome
-from memory.store.memories import SqlMemoryRepository
 from memory.store.tables import Message, Thread, User
 from memory.store.tables import Session as SessionRow
 from tests.conftest import FakeClock

@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.care.repository import SqlMemoryRepository
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.store.errors import MemoryNotFound, NothingToUndo, PinLimitReached
 from memory.store.items import Candidate, content_hash
-from memory.store.memories import SqlMemoryRepository
 from memory.store.tables import Memory, MemoryEvent, User
 from tests.conftest import FakeClock
 

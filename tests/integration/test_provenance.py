@@ -13,8 +13,8 @@ from sqlalchemy import select
 from bot.bootstrap import Core
 from bot.domain import IncomingMessage
 from bot.llm import LLMRequest
-from memory.learning.diary import recent_entries
 from memory.recall.retrieval import recall
+from memory.store.diary import recent_entries
 from memory.store.tables import Memory, Message
 from memory.store.tables import Session as SessionRow
 from scheduler.patrol import run_nightly

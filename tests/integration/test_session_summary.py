@@ -18,11 +18,15 @@ from bot.bootstrap import Core
 from bot.domain import IncomingMessage
 from bot.llm import LLMRequest
 from memory.care.erasure import hide_sources
+from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import extract_session
-from memory.learning.session_summary import SUMMARY_TOOL, summarise_closed_session
+from memory.learning.session_summary import (
+    SUMMARY_TOOL,
+    fold_running_summary,
+    summarise_closed_session,
+)
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.store.items import ExtractionOutcome
-from memory.store.memories import SqlMemoryRepository
 from memory.store.ports import ToolCaller
 from memory.store.tables import Message, User
 from memory.store.tables import Session as SessionRow
@@ -267,3 +271,71 @@ async def test_an_open_session_is_not_summarised_and_a_summary_is_written_once(
     await extract(db, embedder, llm, clock, (alice, session_id))
     assert len(summary_requests(llm)) == 1
     assert (await stored_summary(db, session_id))[0] == "A long day at the hospital."
+
+
+@dataclass
+class WritesInWords:
+    """The fast model answering in plain text; hides the messages `hide` while it writes
+    (as `/forget` does)."""
+
+    db: Db
+    user_id: int
+    answer: str
+    hide: list[int] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+
+    async def write(self, *, system: str, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if self.hide:
+            await hide_sources(self.db, user_id=self.user_id, message_ids=self.hide)
+        return self.answer
+
+
+async def test_a_long_open_session_folds_its_older_turns_through_the_same_pipeline(
+    db: Db, clock: FakeClock
+) -> None:
+    """The running summary goes through the same pipeline: the same quoting, only the
+    older turns, built on the summary so far, and nothing stored when a word it read is
+    forgotten while it is written."""
+    alice = await person(db)
+    turns = [("user" if i % 2 == 0 else "assistant", f"turn {i} " + "x" * 300) for i in range(10)]
+    session_id, ids = await closed_session(db, alice, turns, clock, closed=False)
+
+    async def fold(writer: WritesInWords, budget_tokens: int) -> bool:
+        return await fold_running_summary(
+            sessions=db,
+            user_id=alice,
+            session_id=session_id,
+            writer=writer,
+            timezone=CPH,
+            budget_tokens=budget_tokens,
+        )
+
+    writer = WritesInWords(db, alice, "They talked at length about x.")
+    assert not await fold(writer, 2000)  # ~1,050 tokens: under 80% of the budget
+    assert await fold(writer, 1200)
+
+    (prompt,) = writer.prompts
+    summary, through = await stored_summary(db, session_id)
+    assert summary == "They talked at length about x." and through is not None
+    assert ids[0] <= through < ids[-1]
+    assert "turn 0 " in prompt and "turn 9 " not in prompt and "<conversation>" in prompt
+
+    async with db.begin() as session:  # five more turns: the fold runs again, on the first
+        session.add_all(
+            Message(
+                user_id=alice,
+                session_id=session_id,
+                role="user",
+                content=f"turn {i} " + "x" * 300,
+                platform="console",
+                created_at=clock.now(),
+            )
+            for i in range(10, 15)
+        )
+    forgets = WritesInWords(db, alice, "It mentions turn 8.", hide=[ids[8]])
+    assert not await fold(forgets, 1200)
+    (again,) = forgets.prompts
+    assert "<earlier>" in again and "turn 8 " in again and "turn 0 " not in again
+    # forgetting dropped the running summary, and the fold wrote nothing in its place
+    assert await stored_summary(db, session_id) == ("", None)

@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.bootstrap import Core
 from bot.domain import IncomingMessage
+from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import extract_session
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.store.items import Candidate, ExtractionOutcome
-from memory.store.memories import SqlMemoryRepository
 from memory.store.tables import Memory, Message, Thread, User
 from memory.store.tables import Session as SessionRow
 from scheduler.patrol import run_nightly

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from bot.working_memory import split_for_summary
+from memory.learning.session_summary import split_for_summary
 from memory.recall.context import Line, Section, describe_when, fit_sections, render
 from memory.store.records import StoredMessage
 

@@ -8,13 +8,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory.care.lifespan import is_event_date, lifespan, parse_event_date, zone_of
 from memory.learning.extraction_prompt import (
     ExtractedMemory,
     extraction_prompt,
     strip_memory_blocks,
 )
+from memory.learning.lifespan import is_event_date, lifespan, parse_event_date
 from memory.learning.reconcile import rejection
+from memory.local_time import zone_of
 from memory.store.items import MemoryItem, content_hash
 from memory.store.records import StoredMessage
 

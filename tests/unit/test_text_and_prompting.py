@@ -9,7 +9,7 @@ from bot.llm import Turn, with_turn_context
 from bot.prompting import TurnWindow, dynamic_system, local_time_line, turn_context
 from bot.text import clean_text
 from bot.transcript import fit_history
-from memory.recall.recent_past import History
+from memory.store.recent_past import History
 from memory.store.records import StoredMessage
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -18,7 +18,7 @@ from bot.transcript import (
     summaries_section,
     timed_turns,
 )
-from memory.recall.recent_past import History, SessionDigest
+from memory.store.recent_past import History, SessionDigest
 from memory.store.records import StoredMessage
 
 CPH = ZoneInfo("Europe/Copenhagen")

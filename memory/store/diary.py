@@ -17,13 +17,11 @@ from sqlalchemy import Exists, Select, and_, bindparam, exists, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.care.erasure import HIDDEN
-from memory.care.provenance import COMMAND
 from memory.store.log_statements import stored_messages
 from memory.store.records import StoredMessage
+from memory.store.statuses import HIDDEN, UNSHOWN_STATUSES
 from memory.store.tables import DiaryEntry, Memory, Message
 
-UNSHOWN_STATUSES = (HIDDEN, "apology", "too_long", COMMAND)
 MAX_DAY_MESSAGES = 300
 
 

@@ -13,12 +13,13 @@ not by how long the person has been talking to the companion.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, DateTime, Integer, Text, TextClause, bindparam, text
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.engine import Row
 
 from memory.store.records import StoredMessage
 
@@ -74,7 +75,8 @@ WHERE :with_summaries AND summary <> ''
 
 
 @functools.cache
-def _statement() -> TextClause:
+def history_statement() -> TextClause:
+    """The one statement a turn's history is read with (bound by `history_params`)."""
     return text(_HISTORY).bindparams(
         bindparam("uid", type_=BigInteger),
         bindparam("sid", type_=BigInteger),
@@ -114,34 +116,12 @@ class History:
     earlier_complete: bool = True
 
 
-EMPTY_HISTORY = History([], [], [])
+HISTORY_LIMIT = 200
+"""The most messages a turn reads of the current session, and of earlier ones."""
 
 
-async def read_history(
-    sessions: async_sessionmaker[AsyncSession],
-    *,
-    user_id: int,
-    session_id: int,
-    after_id: int | None,
-    chat_id: str | None,
-    since: datetime,
-    with_summaries: bool,
-    limit: int = 200,
-) -> History:
-    """The current session after `after_id` and the earlier sessions that ended since
-    `since` (only `chat_id`'s messages when given), in one statement."""
-    params: dict[str, Any] = {
-        "uid": user_id,
-        "sid": session_id,
-        "after": after_id or 0,
-        "chat": chat_id,
-        "since": since,
-        "with_summaries": with_summaries,
-        "limit": limit,
-        "max_sessions": MAX_EARLIER_SESSIONS,
-    }
-    async with sessions() as db:
-        rows = (await db.execute(_statement(), params)).all()
+def to_history(rows: Sequence[Row[Any]], user_id: int) -> History:
+    """The rows of `history_statement` as a `History`, each part oldest first."""
     current: list[StoredMessage] = []
     earlier: list[StoredMessage] = []
     digests: list[SessionDigest] = []
@@ -156,4 +136,4 @@ async def read_history(
     current.sort(key=lambda m: m.id)
     earlier.sort(key=lambda m: m.id)
     digests.sort(key=lambda d: d.session_id)
-    return History(current, earlier, digests, earlier_complete=len(earlier) < limit)
+    return History(current, earlier, digests, earlier_complete=len(earlier) < HISTORY_LIMIT)

@@ -29,14 +29,6 @@ class Lifespan:
     expires_at: datetime | None
 
 
-def zone_of(name: str) -> ZoneInfo:
-    """The IANA zone `name`, or UTC when it is unknown."""
-    try:
-        return ZoneInfo(name)
-    except (KeyError, ValueError):
-        return ZoneInfo("UTC")
-
-
 def is_event_date(value: str) -> bool:
     """Whether `value` is a real `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM`."""
     if not _DATE.match(value):
