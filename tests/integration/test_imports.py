@@ -15,10 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.chat_exports import ExportRejected
 from bot.imports import Extracting, ImportConfig, estimate, read_export, run_batch, undo
 from memory.recall.embeddings import WordLlamaEmbedder
-from memory.recall.recent_past import read_history
+from memory.store.conversations import SqlConversationStore
 from memory.store.imports import choose_self, get_import, start_import
 from memory.store.items import Candidate
-from memory.store.memories import SqlMemoryRepository
+from memory.care.repository import SqlMemoryRepository
 from memory.store.records import Person
 from memory.store.tables import Import, Memory, Message, User
 from memory.store.tables import Session as SessionRow
@@ -118,8 +118,7 @@ async def test_telegram_import_end_to_end(
         session.add(live)
         await session.flush()
         live_id = live.id
-    history = await read_history(
-        db,
+    history = await SqlConversationStore(db).history(
         user_id=person.id,
         session_id=live_id,
         after_id=None,
