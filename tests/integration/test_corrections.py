@@ -24,6 +24,7 @@ from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.delivery import RecordingDelivery
 from tests.fakes.extractor import RuleExtractor
 from tests.fakes.llm import FakeToolCaller, ToolRequest
+from tests.fakes.quoted import person_said
 from tests.integration.test_extraction import (
     CPH,
     Db,
@@ -259,8 +260,8 @@ async def test_a_move_is_shown_with_the_old_city_and_supersedes_it(
 
     def answer(request: ToolRequest) -> dict[str, Any]:
         remembered = request.prompt.split("<remembered>", 1)[1].split("</remembered>", 1)[0]
-        assert f"- {home.label}: {home.content}" in remembered
-        assert f"- {job.label}: {job.content}" in remembered
+        assert f'<item label="{home.label}">{home.content}</item>' in remembered
+        assert f'<item label="{job.label}">{job.content}</item>' in remembered
         assert len(remembered.strip().splitlines()) <= 40
         return {
             "memories": [
@@ -317,12 +318,10 @@ async def test_one_invalid_item_is_dropped_and_the_rest_stored(
 def _answer_for_each_message(request: ToolRequest) -> dict[str, Any]:
     """One memory per person message in the prompt ("I like X" → "The person likes X")."""
     found = []
-    for line in request.prompt.split("<conversation>", 1)[1].splitlines():
-        if line.startswith("[#"):
-            message_id = int(line[2:].split(" ", 1)[0])
-        elif line.startswith("  I like "):
-            thing = line.removeprefix("  I like ")
-            found.append(memory(f"The person likes {thing}", [message_id], category="preference"))
+    for said in person_said(request.prompt):
+        if said.text.startswith("I like ") and said.id is not None:
+            thing = said.text.removeprefix("I like ")
+            found.append(memory(f"The person likes {thing}", [said.id], category="preference"))
     return {"memories": found}
 
 

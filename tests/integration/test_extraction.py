@@ -153,7 +153,7 @@ async def test_friday_said_on_a_monday_becomes_that_fridays_event(
     )
 
     def answer(request: ToolRequest) -> dict[str, Any]:
-        assert f"[#{said} | THE PERSON | Mon 2026-03-02 10:00]" in request.prompt
+        assert f'<message id="{said}" from="person" at="Mon 2026-03-02 10:00">' in request.prompt
         assert CPH in request.prompt
         return {
             "memories": [
@@ -339,8 +339,8 @@ async def test_the_companions_words_never_become_facts(
     assert outcome.items[0].source_message_ids == (answered,)
     assert outcome.skipped == 2
     prompt = llm.last_prompt
-    assert f"[#{claim} | THE COMPANION (context only, not a source) |" in prompt
-    assert f"[#{asked} | THE PERSON |" in prompt
+    assert f'<message id="{claim}" from="companion"' in prompt
+    assert f'<message id="{asked}" from="person"' in prompt
     assert "never record what the companion said" in llm.requests[-1].system
 
 
@@ -486,11 +486,11 @@ async def test_only_messages_past_the_watermark_are_read_and_memory_blocks_are_s
     await extract(alice, session_id)
 
     prompt = llm.last_prompt.split("<conversation>", 1)[1]
-    assert f"[#{first} |" not in prompt and f"[#{second} |" in prompt
+    assert f'<message id="{first}"' not in prompt and f'<message id="{second}"' in prompt
     assert "my cat is called Miso" in prompt
     for leaked in ("spy", "yacht", "secret agent", "only a block", "<memory>", "<memories>"):
         assert leaked not in prompt
-    assert f"[#{third} |" not in prompt  # nothing left of it
+    assert f'<message id="{third}"' not in prompt  # nothing left of it
     assert (await session_state(db, session_id))[0] == third
 
 
