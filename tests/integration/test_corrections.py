@@ -99,7 +99,7 @@ async def test_not_vegetarian_any_more_supersedes_is_vegetarian_with_history(
     assert float(vectors[0] @ vectors[1]) >= 0.92  # once dropped as a "near-duplicate"
 
     def answer(request: ToolRequest) -> dict[str, Any]:
-        assert f"- {diet.label}: The person is vegetarian" in request.prompt
+        assert f'<item label="{diet.label}">The person is vegetarian</item>' in request.prompt
         return {"memories": [memory(new, [said], category="preference", supersedes=diet.label)]}
 
     llm.script.append(answer)
@@ -224,7 +224,9 @@ async def test_a_sisters_birthday_never_replaces_the_persons_own(
     llm.answer(memory(sister, [said], category="relationship"))  # the model gets it right
 
     first = await extract(alice, session_id)
-    assert f"- {own.label}: {own.content}" in llm.last_prompt  # shown, judged different
+    assert (
+        f'<item label="{own.label}">{own.content}</item>' in llm.last_prompt
+    )  # shown, judged different
     assert first.added == 1
 
     wrong = "The person's sister Ana turns 30 on 3 May"
@@ -339,8 +341,11 @@ async def test_a_cut_off_answer_is_retried_and_never_stored_half(
         outcome = await extract(alice, session_id)
 
     assert [r.max_tokens for r in llm.requests] == [None, RETRY_MAX_TOKENS, RETRY_MAX_TOKENS]
-    assert f"[#{ids[5]} |" in llm.requests[1].prompt  # more room, the same window
-    assert f"[#{ids[2]} |" in llm.last_prompt and f"[#{ids[3]} |" not in llm.last_prompt
+    assert f'<message id="{ids[5]}"' in llm.requests[1].prompt  # more room, the same window
+    assert (
+        f'<message id="{ids[2]}"' in llm.last_prompt
+        and f'<message id="{ids[3]}"' not in llm.last_prompt
+    )
     assert sorted(m.content for m in outcome.items) == [
         "The person likes green tea",
         "The person likes jazz records",
@@ -352,7 +357,10 @@ async def test_a_cut_off_answer_is_retried_and_never_stored_half(
 
     llm.script.append(_answer_for_each_message)
     rest = await extract(alice, session_id)
-    assert f"[#{ids[2]} |" not in llm.last_prompt and f"[#{ids[5]} |" in llm.last_prompt
+    assert (
+        f'<message id="{ids[2]}"' not in llm.last_prompt
+        and f'<message id="{ids[5]}"' in llm.last_prompt
+    )
     assert rest.added == 3 and await repo.count_live(alice) == 6
     assert await session_state(db, session_id) == (ids[5], 0, False)
 
@@ -508,9 +516,10 @@ async def test_a_close_memory_the_prompt_did_not_show_is_judged_by_a_second_call
     extraction, judge = llm.requests
     assert "(nothing yet)" in extraction.prompt
     assert judge.tool_name == "judge_memories"
-    assert f"1. The person is not vegetarian any more\n   remembered:\n   - {diet.label}:" in (
-        judge.prompt
-    )
+    assert (
+        '<statement number="1">The person is not vegetarian any more</statement>\n'
+        f'<remembered>\n<item label="{diet.label}">'
+    ) in judge.prompt
     assert "jazz" not in judge.prompt  # close to nothing remembered: not asked about
     assert (outcome.added, outcome.updated) == (2, 1)
     live = {m.content for m in await repo.live(alice)}

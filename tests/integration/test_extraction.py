@@ -206,7 +206,9 @@ async def test_a_move_supersedes_where_they_lived_and_keeps_the_history(
 
     outcome = await extract(alice, session_id)
 
-    assert "- m1: The person lives in Copenhagen" in llm.last_prompt  # shown as known
+    assert (
+        '<item label="m1">The person lives in Copenhagen</item>' in llm.last_prompt
+    )  # shown as known
     assert (outcome.added, outcome.updated) == (0, 1)
     assert [m.content for m in await repo.live(alice)] == ["The person lives in London"]
     history = await repo.history(alice, old.short_id)
@@ -237,7 +239,7 @@ async def test_a_changed_job_the_model_marks_by_label_is_a_new_version(
 
     outcome = await extract(alice, session_id)
 
-    assert f"- {old.label}: {job}" in llm.last_prompt
+    assert f'<item label="{old.label}">{job}</item>' in llm.last_prompt
     assert outcome.updated == 1
     assert [m.content for m in await repo.live(alice)] == [
         "The person now works as a doctor at Rigshospitalet"
@@ -468,7 +470,7 @@ async def test_only_messages_past_the_watermark_are_read_and_memory_blocks_are_s
     alice = await person(db)
     session_id, (first,) = await conversation(db, alice, [("user", "I have two cats")], clock.now())
     await extract(alice, session_id)
-    assert f"[#{first} |" in llm.last_prompt
+    assert f'<message id="{first}"' in llm.last_prompt
 
     clock.advance(hours=1)
     pasted = (
@@ -505,7 +507,7 @@ async def test_words_hidden_because_their_memory_was_forgotten_are_not_read(
 
     await extract(alice, session_id)
 
-    assert "Sam" not in llm.last_prompt and f"[#{kept} |" in llm.last_prompt
+    assert "Sam" not in llm.last_prompt and f'<message id="{kept}"' in llm.last_prompt
 
 
 async def test_no_user_words_means_no_model_call_but_the_watermark_moves(
