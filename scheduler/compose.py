@@ -16,7 +16,7 @@ from bot.llm import LLMRequest, Turn
 from bot.prompting import HIDDEN_STATUSES, dynamic_system
 from bot.timing import zone
 from memory.learning.extraction_prompt import strip_memory_blocks
-from memory.learning.person_words import conversation
+from memory.learning.person_words import block, conversation, element
 from memory.recall.context import assemble_context
 from memory.store.log_statements import stored_messages
 from memory.store.records import Person, StoredMessage
@@ -52,7 +52,7 @@ def describe_occasion(occasion: Occasion, now: datetime, tz_name: str) -> str:
             "went, an open thread, how your last conversation ended, your notes to self?"
         )
     if occasion.events:
-        listed = "\n".join(f"- {event}" for event in occasion.events)
+        listed = block("remembered", (element("item", event) for event in occasion.events))
         parts.append(
             "These events they told you about are over now; you may ask how it went "
             f"(one message covering all of them):\n{listed}"

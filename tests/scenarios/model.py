@@ -32,7 +32,7 @@ from tests.fakes.quoted import person_said
 ToolAnswer = Callable[[LLMRequest], dict[str, object]]
 CHAT_REPLY = "That sounds like a lot — tell me more?"
 
-_EVENT_LINE = re.compile(r"^- (.+)$", re.MULTILINE)
+_EVENT_LINE = re.compile(r"<item>(.*?)</item>", re.DOTALL)
 _OVER = "These events they told you about are over now"
 
 
@@ -111,7 +111,7 @@ def write_checkin(request: LLMRequest) -> dict[str, object]:
     """`decide_checkin`: ask how the events that are over went, else a plain good morning."""
     occasion = request.turns[-1].content if request.turns else ""
     if _OVER in occasion:
-        events = _EVENT_LINE.findall(occasion.split(_OVER, 1)[1])
+        events = [html.unescape(e) for e in _EVENT_LINE.findall(occasion.split(_OVER, 1)[1])]
         return {"send": True, "message": f"How did it go? ({'; '.join(events)})"}
     return {"send": True, "message": "Good morning! How is the day starting?"}
 
