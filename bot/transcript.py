@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 from bot.llm import Turn
 from bot.prompting import HIDDEN_STATUSES, TurnWindow, in_reply_order
 from memory.local_time import zone_of
+from memory.person_words import escape_text
 from memory.recall.tokens import estimate_tokens
 from memory.store.recent_past import History, SessionDigest
 from memory.store.records import StoredMessage
@@ -237,12 +238,14 @@ def _span(digest: SessionDigest, zone: ZoneInfo, now: datetime) -> str:
 
 
 def _inert(text: str) -> str:
-    """A summary cannot close the block it is shown in, nor start a line of its own."""
-    return " ".join(text.replace(SUMMARIES_CLOSE, "").replace(SUMMARIES_OPEN, "").split())
+    """A summary, escaped: it cannot close the block it is shown in, nor start a line of
+    its own."""
+    return " ".join(escape_text(text).split())
 
 
 def _contains(text: str, summary: str) -> bool:
-    return bool(text) and " ".join(summary.split()) in " ".join(text.split())
+    """Whether the (escaped) memory block `text` shows `summary` already."""
+    return bool(text) and _inert(summary) in " ".join(text.split())
 
 
 def _turn_cost(message: StoredMessage) -> int:

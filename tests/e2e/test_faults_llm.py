@@ -8,7 +8,6 @@ client) and `test_console.py` (the whole process).
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -29,6 +28,7 @@ from memory.store.tables import Memory, Message
 from memory.store.tables import Session as SessionRow
 from tests.conftest import FakeClock
 from tests.fakes.anthropic_api import FakeAnthropicAPI, Step, TextReply, ToolUseReply
+from tests.fakes.quoted import person_said
 from tests.support.timezone_question import plain
 
 KEY = "sk-ant-test-key"
@@ -221,7 +221,7 @@ async def test_unusable_tool_output_in_extraction_is_retried_later_and_stores_on
 
 def _sister_in_aarhus(body: dict[str, Any]) -> Step:
     prompt = str(body["messages"][0]["content"])
-    said = int(re.findall(r"\[#(\d+) \| THE PERSON", prompt)[-1])
+    said = person_said(prompt)[-1].id
     memory = {
         "content": "The person's sister Maja lives in Aarhus",
         "category": "relationship",

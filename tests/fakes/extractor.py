@@ -8,10 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.llm import LLMRequest
-
-_MESSAGE = re.compile(
-    r"^\[#(?P<id>\d+) \| (?P<who>[^|]+) \| [^\]]+\]\n(?P<body>(?:  .*\n?)*)", re.MULTILINE
-)
+from tests.fakes.quoted import person_said
 
 
 @dataclass
@@ -29,12 +26,9 @@ class RuleExtractor:
     def __call__(self, request: LLMRequest) -> dict[str, object]:
         prompt = request.turns[0].content
         self.prompts.append(prompt)
-        conversation = prompt.split("<conversation>", 1)[-1]
         found: list[dict[str, Any]] = []
-        for match in _MESSAGE.finditer(conversation):
-            if not match["who"].startswith("THE PERSON"):
-                continue
+        for said in person_said(prompt):
             for pattern, memory in self.rules:
-                if re.search(pattern, match["body"], re.IGNORECASE):
-                    found.append(memory | {"evidence_message_ids": [int(match["id"])]})
+                if re.search(pattern, said.text, re.IGNORECASE):
+                    found.append(memory | {"evidence_message_ids": [said.id]})
         return {"memories": found}

@@ -24,6 +24,7 @@ from tests.fakes.chat_llm import ScriptedLLM
 from tests.fakes.delivery import RecordingDelivery
 from tests.fakes.extractor import RuleExtractor
 from tests.fakes.llm import FakeToolCaller, ToolRequest
+from tests.fakes.quoted import person_said
 from tests.integration.test_extraction import (
     CPH,
     Db,
@@ -98,7 +99,7 @@ async def test_not_vegetarian_any_more_supersedes_is_vegetarian_with_history(
     assert float(vectors[0] @ vectors[1]) >= 0.92  # once dropped as a "near-duplicate"
 
     def answer(request: ToolRequest) -> dict[str, Any]:
-        assert f"- {diet.label}: The person is vegetarian" in request.prompt
+        assert f'<item label="{diet.label}">The person is vegetarian</item>' in request.prompt
         return {"memories": [memory(new, [said], category="preference", supersedes=diet.label)]}
 
     llm.script.append(answer)
@@ -223,7 +224,9 @@ async def test_a_sisters_birthday_never_replaces_the_persons_own(
     llm.answer(memory(sister, [said], category="relationship"))  # the model gets it right
 
     first = await extract(alice, session_id)
-    assert f"- {own.label}: {own.content}" in llm.last_prompt  # shown, judged different
+    assert (
+        f'<item label="{own.label}">{own.content}</item>' in llm.last_prompt
+    )  # shown, judged different
     assert first.added == 1
 
     wrong = "The person's sister Ana turns 30 on 3 May"
@@ -259,8 +262,8 @@ async def test_a_move_is_shown_with_the_old_city_and_supersedes_it(
 
     def answer(request: ToolRequest) -> dict[str, Any]:
         remembered = request.prompt.split("<remembered>", 1)[1].split("</remembered>", 1)[0]
-        assert f"- {home.label}: {home.content}" in remembered
-        assert f"- {job.label}: {job.content}" in remembered
+        assert f'<item label="{home.label}">{home.content}</item>' in remembered
+        assert f'<item label="{job.label}">{job.content}</item>' in remembered
         assert len(remembered.strip().splitlines()) <= 40
         return {
             "memories": [
@@ -317,12 +320,10 @@ async def test_one_invalid_item_is_dropped_and_the_rest_stored(
 def _answer_for_each_message(request: ToolRequest) -> dict[str, Any]:
     """One memory per person message in the prompt ("I like X" → "The person likes X")."""
     found = []
-    for line in request.prompt.split("<conversation>", 1)[1].splitlines():
-        if line.startswith("[#"):
-            message_id = int(line[2:].split(" ", 1)[0])
-        elif line.startswith("  I like "):
-            thing = line.removeprefix("  I like ")
-            found.append(memory(f"The person likes {thing}", [message_id], category="preference"))
+    for said in person_said(request.prompt):
+        if said.text.startswith("I like ") and said.id is not None:
+            thing = said.text.removeprefix("I like ")
+            found.append(memory(f"The person likes {thing}", [said.id], category="preference"))
     return {"memories": found}
 
 
@@ -340,8 +341,11 @@ async def test_a_cut_off_answer_is_retried_and_never_stored_half(
         outcome = await extract(alice, session_id)
 
     assert [r.max_tokens for r in llm.requests] == [None, RETRY_MAX_TOKENS, RETRY_MAX_TOKENS]
-    assert f"[#{ids[5]} |" in llm.requests[1].prompt  # more room, the same window
-    assert f"[#{ids[2]} |" in llm.last_prompt and f"[#{ids[3]} |" not in llm.last_prompt
+    assert f'<message id="{ids[5]}"' in llm.requests[1].prompt  # more room, the same window
+    assert (
+        f'<message id="{ids[2]}"' in llm.last_prompt
+        and f'<message id="{ids[3]}"' not in llm.last_prompt
+    )
     assert sorted(m.content for m in outcome.items) == [
         "The person likes green tea",
         "The person likes jazz records",
@@ -353,7 +357,10 @@ async def test_a_cut_off_answer_is_retried_and_never_stored_half(
 
     llm.script.append(_answer_for_each_message)
     rest = await extract(alice, session_id)
-    assert f"[#{ids[2]} |" not in llm.last_prompt and f"[#{ids[5]} |" in llm.last_prompt
+    assert (
+        f'<message id="{ids[2]}"' not in llm.last_prompt
+        and f'<message id="{ids[5]}"' in llm.last_prompt
+    )
     assert rest.added == 3 and await repo.count_live(alice) == 6
     assert await session_state(db, session_id) == (ids[5], 0, False)
 
@@ -509,9 +516,10 @@ async def test_a_close_memory_the_prompt_did_not_show_is_judged_by_a_second_call
     extraction, judge = llm.requests
     assert "(nothing yet)" in extraction.prompt
     assert judge.tool_name == "judge_memories"
-    assert f"1. The person is not vegetarian any more\n   remembered:\n   - {diet.label}:" in (
-        judge.prompt
-    )
+    assert (
+        '<statement number="1">The person is not vegetarian any more</statement>\n'
+        f'<remembered>\n<item label="{diet.label}">'
+    ) in judge.prompt
     assert "jazz" not in judge.prompt  # close to nothing remembered: not asked about
     assert (outcome.added, outcome.updated) == (2, 1)
     live = {m.content for m in await repo.live(alice)}

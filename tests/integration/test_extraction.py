@@ -153,7 +153,7 @@ async def test_friday_said_on_a_monday_becomes_that_fridays_event(
     )
 
     def answer(request: ToolRequest) -> dict[str, Any]:
-        assert f"[#{said} | THE PERSON | Mon 2026-03-02 10:00]" in request.prompt
+        assert f'<message id="{said}" from="person" at="Mon 2026-03-02 10:00">' in request.prompt
         assert CPH in request.prompt
         return {
             "memories": [
@@ -206,7 +206,9 @@ async def test_a_move_supersedes_where_they_lived_and_keeps_the_history(
 
     outcome = await extract(alice, session_id)
 
-    assert "- m1: The person lives in Copenhagen" in llm.last_prompt  # shown as known
+    assert (
+        '<item label="m1">The person lives in Copenhagen</item>' in llm.last_prompt
+    )  # shown as known
     assert (outcome.added, outcome.updated) == (0, 1)
     assert [m.content for m in await repo.live(alice)] == ["The person lives in London"]
     history = await repo.history(alice, old.short_id)
@@ -237,7 +239,7 @@ async def test_a_changed_job_the_model_marks_by_label_is_a_new_version(
 
     outcome = await extract(alice, session_id)
 
-    assert f"- {old.label}: {job}" in llm.last_prompt
+    assert f'<item label="{old.label}">{job}</item>' in llm.last_prompt
     assert outcome.updated == 1
     assert [m.content for m in await repo.live(alice)] == [
         "The person now works as a doctor at Rigshospitalet"
@@ -339,8 +341,8 @@ async def test_the_companions_words_never_become_facts(
     assert outcome.items[0].source_message_ids == (answered,)
     assert outcome.skipped == 2
     prompt = llm.last_prompt
-    assert f"[#{claim} | THE COMPANION (context only, not a source) |" in prompt
-    assert f"[#{asked} | THE PERSON |" in prompt
+    assert f'<message id="{claim}" from="companion"' in prompt
+    assert f'<message id="{asked}" from="person"' in prompt
     assert "never record what the companion said" in llm.requests[-1].system
 
 
@@ -468,7 +470,7 @@ async def test_only_messages_past_the_watermark_are_read_and_memory_blocks_are_s
     alice = await person(db)
     session_id, (first,) = await conversation(db, alice, [("user", "I have two cats")], clock.now())
     await extract(alice, session_id)
-    assert f"[#{first} |" in llm.last_prompt
+    assert f'<message id="{first}"' in llm.last_prompt
 
     clock.advance(hours=1)
     pasted = (
@@ -486,11 +488,11 @@ async def test_only_messages_past_the_watermark_are_read_and_memory_blocks_are_s
     await extract(alice, session_id)
 
     prompt = llm.last_prompt.split("<conversation>", 1)[1]
-    assert f"[#{first} |" not in prompt and f"[#{second} |" in prompt
+    assert f'<message id="{first}"' not in prompt and f'<message id="{second}"' in prompt
     assert "my cat is called Miso" in prompt
     for leaked in ("spy", "yacht", "secret agent", "only a block", "<memory>", "<memories>"):
         assert leaked not in prompt
-    assert f"[#{third} |" not in prompt  # nothing left of it
+    assert f'<message id="{third}"' not in prompt  # nothing left of it
     assert (await session_state(db, session_id))[0] == third
 
 
@@ -505,7 +507,7 @@ async def test_words_hidden_because_their_memory_was_forgotten_are_not_read(
 
     await extract(alice, session_id)
 
-    assert "Sam" not in llm.last_prompt and f"[#{kept} |" in llm.last_prompt
+    assert "Sam" not in llm.last_prompt and f'<message id="{kept}"' in llm.last_prompt
 
 
 async def test_no_user_words_means_no_model_call_but_the_watermark_moves(

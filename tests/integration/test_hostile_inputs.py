@@ -130,7 +130,7 @@ async def test_every_hostile_message_gets_a_clear_reply_and_touches_nobody_else(
 
     assert problems == []
     assert await snapshot(core, alice_id) == before
-    mallorys = [r for r in scripted_llm.chat_requests if "name: Mallory" in context_text(r)]
+    mallorys = [r for r in scripted_llm.chat_requests if "<name>Mallory</name>" in context_text(r)]
     prompts = "\n".join(context_text(r) + str(r.turns) for r in mallorys)
     assert mallorys and not any(secret in prompts for secret in ALICE_SECRETS)
 

@@ -4,7 +4,6 @@ live conversation never sees the old chat, bad files store nothing, undo removes
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +13,20 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.chat_exports import ExportRejected
 from bot.imports import Extracting, ImportConfig, estimate, read_export, run_batch, undo
+from memory.care.repository import SqlMemoryRepository
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.store.conversations import SqlConversationStore
 from memory.store.imports import choose_self, get_import, start_import
 from memory.store.items import Candidate
-from memory.care.repository import SqlMemoryRepository
 from memory.store.records import Person
 from memory.store.tables import Import, Memory, Message, User
 from memory.store.tables import Session as SessionRow
 from tests.conftest import FakeClock
 from tests.fakes.llm import FakeToolCaller, ToolRequest
+from tests.fakes.quoted import quoted_messages
 
 DATA = Path(__file__).parents[1] / "data" / "imports"
 Db = async_sessionmaker[AsyncSession]
-_PERSON_LINE = re.compile(r"^\[#(\d+) \| THE PERSON \|[^\]]*\]\n((?:  .*\n?)*)", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +47,15 @@ def remember_person_lines(request: ToolRequest) -> dict[str, Any]:
     conversation = request.prompt.split("<conversation>", 1)[-1]
     found = [
         {
-            "content": f"The person said: {body.strip()}",
+            "content": f"The person said: {quoted.text.strip()}",
             "category": "fact",
             "tier": "core",
             "importance": 6,
             "confidence": 0.9,
-            "evidence_message_ids": [int(mid)],
+            "evidence_message_ids": [quoted.id],
         }
-        for mid, body in _PERSON_LINE.findall(conversation)
+        for quoted in quoted_messages(conversation)
+        if quoted.sender == "person"
     ]
     return {"memories": found}
 
@@ -107,7 +107,7 @@ async def test_telegram_import_end_to_end(
     done = await run_batch(deps, after_one, timezone=person.timezone)
     assert done is not None and (done.status, done.extracted_count) == ("done", 4)
     prompts = "\n".join(r.prompt for r in llm.requests)
-    assert "SOMEONE ELSE" in prompts and "THE COMPANION" not in prompts
+    assert 'from="other"' in prompts and 'from="companion"' not in prompts
     async with db() as session:
         contents = list(await session.scalars(select(Memory.content).order_by(Memory.id)))
     assert any("Crumb & Co" in c for c in contents) and any("Porto" in c for c in contents)

@@ -134,7 +134,7 @@ async def test_a_rewording_the_model_recognises_is_not_stored_twice(
     await _new_session(core, clock)
     await _turn(core, "my kitty is asleep on the keyboard")
     await _new_session(core, clock)
-    assert "- m1: The person has a cat called Miso" in extractor.prompts[-1]
+    assert '<item label="m1">The person has a cat called Miso</item>' in extractor.prompts[-1]
     assert len([m for m in await _rows(db) if m.valid_until is None]) == 1
 
 

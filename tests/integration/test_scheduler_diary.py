@@ -4,7 +4,6 @@ into the next day's conversations, shown by /diary; forgotten things never in it
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
@@ -18,6 +17,7 @@ from scheduler.checkins import minute_tick
 from scheduler.patrol import run_nightly
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM
+from tests.fakes.quoted import person_said
 from tests.integration.test_scheduler_support import add_person, recording, say, scheduler_deps
 from tests.support.catalog import rows_per_table
 
@@ -35,7 +35,7 @@ class EchoDiarist:
     def __call__(self, request: LLMRequest) -> dict[str, object]:
         prompt = request.turns[0].content
         self.prompts.append(prompt)
-        said = re.findall(r"\[THE PERSON \| \d\d:\d\d\]\n  (.*)", prompt)
+        said = [m.text for m in person_said(prompt)]
         lines = [f"They told me: {s}" for s in said][:4] + ["A good day."] * 3
         return {
             "lines": lines[:5],

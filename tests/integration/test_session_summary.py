@@ -218,7 +218,7 @@ async def test_a_summary_is_dropped_when_its_words_are_forgotten_while_it_is_wri
 
     (prompt,) = llm.prompts
     assert "Jonas owes money" in prompt and "Maja got engaged" in prompt
-    assert ("<earlier>\n  They said Jonas" in prompt) == running_summary
+    assert ("<earlier>They said Jonas" in prompt) == running_summary
     summary, _ = await stored_summary(db, session_id)
     assert "Jonas" not in summary and "Maja" not in summary
     done = [e for e in logs if e["event"] == "memory.session_summarised"]

@@ -20,6 +20,7 @@ from sqlalchemy import text
 
 from bot.bootstrap import Core
 from bot.domain import Button, ButtonPress, IncomingMessage, Recipient, Reply
+from memory.person_words import element
 from scheduler.checkins import minute_tick
 from scheduler.deps import SchedulerDeps
 from scheduler.patrol import run_nightly
@@ -346,7 +347,8 @@ def _local_times(
 
 
 def _names(prompt: Prompt, person: Person) -> bool:
-    return f"The person's display name: {person.display_name}" in prompt.text
+    name = element("name", person.display_name)
+    return f"The person's display name (data): {name}" in prompt.text
 
 
 # assertions -------------------------------------------------------------------------

@@ -15,6 +15,7 @@ name is kept in `unscripted` so a failing scenario says what it could not answer
 
 from __future__ import annotations
 
+import html
 import re
 from collections import deque
 from collections.abc import Callable
@@ -26,14 +27,12 @@ from bot.errors import LLMUnavailable
 from bot.llm import Completion, LLMRequest, ToolCall, Usage, with_turn_context
 from memory.store.ports import Clock
 from tests.fakes.extractor import RuleExtractor
+from tests.fakes.quoted import person_said
 
 ToolAnswer = Callable[[LLMRequest], dict[str, object]]
 CHAT_REPLY = "That sounds like a lot — tell me more?"
 
-# "[#12 | THE PERSON | Mon 19 Oct 10:02]\n  text" (extraction, summaries) and
-# "[THE PERSON | 10:02]\n  text" (the diary): the person's quoted words.
-_PERSON_LINE = re.compile(r"\[(?:#\d+ \| )?THE PERSON[^\]]*\]\n((?:  .*\n?)+)")
-_EVENT_LINE = re.compile(r"^- (.+)$", re.MULTILINE)
+_EVENT_LINE = re.compile(r"<item>(.*?)</item>", re.DOTALL)
 _OVER = "These events they told you about are over now"
 
 
@@ -68,10 +67,7 @@ def request_text(request: LLMRequest) -> str:
 
 def person_lines(prompt: str) -> list[str]:
     """The person's quoted messages in an extraction, summary or diary prompt."""
-    return [
-        " ".join(line.strip() for line in body.splitlines())
-        for body in _PERSON_LINE.findall(prompt)
-    ]
+    return [" ".join(said.text.split()) for said in person_said(prompt)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +111,7 @@ def write_checkin(request: LLMRequest) -> dict[str, object]:
     """`decide_checkin`: ask how the events that are over went, else a plain good morning."""
     occasion = request.turns[-1].content if request.turns else ""
     if _OVER in occasion:
-        events = _EVENT_LINE.findall(occasion.split(_OVER, 1)[1])
+        events = [html.unescape(e) for e in _EVENT_LINE.findall(occasion.split(_OVER, 1)[1])]
         return {"send": True, "message": f"How did it go? ({'; '.join(events)})"}
     return {"send": True, "message": "Good morning! How is the day starting?"}
 
@@ -136,8 +132,8 @@ def write_diary(request: LLMRequest) -> dict[str, object]:
 
 def merge_notes(request: LLMRequest) -> dict[str, object]:
     """`merge_memories`: the first note, as it was."""
-    found = re.search(r"<note>\n(.*?)\n</note>", request.turns[0].content, re.DOTALL)
-    return {"content": found.group(1) if found else "merged note"}
+    found = re.search(r"<note>(.*?)</note>", request.turns[0].content, re.DOTALL)
+    return {"content": html.unescape(found.group(1)) if found else "merged note"}
 
 
 def classify(request: LLMRequest) -> dict[str, object]:

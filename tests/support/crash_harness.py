@@ -22,13 +22,11 @@ from random import Random
 from typing import Any
 
 from tests.fakes.anthropic_api import Step, TextReply, ToolUseReply
+from tests.fakes.quoted import person_said
 from tests.fakes.telegram_api import FakeTelegramAPI
 
 TOKEN = re.compile(r"#p\d+-\d+")
 FACT = re.compile(r"fact:(\d+)")
-PERSON_MESSAGE = re.compile(
-    r"^\[#(?P<id>\d+) \| (?P<who>[^|]+) \| [^\]]+\]\n(?P<body>(?:  .*\n?)*)", re.M
-)
 CHECKIN = "Good morning! How are you doing today?"
 FACTS = (
     "The person plays the cello in an amateur orchestra",
@@ -184,11 +182,10 @@ def _kind(body: dict[str, Any]) -> str:
 
 def _facts_in(body: dict[str, Any]) -> list[dict[str, Any]]:
     """One memory per `fact:N` in the person's own messages, citing that message."""
-    prompt = str(body["messages"][0]["content"]).split("<conversation>", 1)[-1]
     found = []
-    for match in PERSON_MESSAGE.finditer(prompt):
-        fact = FACT.search(match["body"])
-        if match["who"].startswith("THE PERSON") and fact is not None:
+    for said in person_said(str(body["messages"][0]["content"])):
+        fact = FACT.search(said.text)
+        if fact is not None:
             found.append(
                 {
                     "content": FACTS[int(fact[1])],
@@ -196,7 +193,7 @@ def _facts_in(body: dict[str, Any]) -> list[dict[str, Any]]:
                     "tier": "core",
                     "importance": 6,
                     "confidence": 0.9,
-                    "evidence_message_ids": [int(match["id"])],
+                    "evidence_message_ids": [said.id],
                 }
             )
     return found
