@@ -28,28 +28,29 @@ DATA_RULE = (
 """The sentence every prompt carrying person words states in its fixed instructions."""
 
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
-_ATTRIBUTE = str.maketrans(
-    {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;", "\n": " ", "\t": " "}
-)
 _NAME = re.compile(r"[a-z][a-z_]*")
 
 
 def printable(text: str) -> str:
     """`text` without control characters (but newlines and tabs) or bidirectional
     overrides; a carriage return ends a line."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if text.isascii() and text.isprintable():
+        return text  # the common case, checked in C: nothing to drop
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _UNPRINTABLE.sub("", text)
 
 
 def escape_text(text: str) -> str:
-    """`text` safe inside an element: printable, `& < >` escaped."""
-    return printable(text).translate(_TEXT)
+    """`text` safe inside an element: printable, `& < >` escaped (chained `replace`:
+    many times faster than `str.translate` with a mapping, and this runs per turn)."""
+    return printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def escape_attribute(value: str) -> str:
     """`value` safe inside a double-quoted attribute, on one line."""
-    return printable(value).translate(_ATTRIBUTE)
+    escaped = escape_text(value).replace('"', "&quot;").replace("'", "&#39;")
+    return escaped.replace("\n", " ").replace("\t", " ")
 
 
 def element(name: str, text: str, attributes: Mapping[str, str | int] | None = None) -> str:
