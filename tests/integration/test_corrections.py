@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 from bot.bootstrap import Core
 from memory.learning.extraction import RETRY_MAX_TOKENS, due_sessions, remember_explicit
 from memory.learning.questions import answer_update
-from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.minilm import MiniLMEmbedder
 from memory.store.errors import AnswerTruncated
 from memory.store.items import Candidate
 from memory.store.memories import SqlMemoryRepository
@@ -85,7 +85,7 @@ async def test_not_vegetarian_any_more_supersedes_is_vegetarian_with_history(
     llm: FakeToolCaller,
     extract: Pipeline,
     clock: FakeClock,
-    embedder: WordLlamaEmbedder,
+    embedder: MiniLMEmbedder,
 ) -> None:
     alice = await person(db)
     diet = await low(repo, alice, "The person is vegetarian", "preference")

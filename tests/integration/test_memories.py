@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.minilm import MiniLMEmbedder
 from memory.store.errors import MemoryNotFound, NothingToUndo, PinLimitReached
 from memory.store.items import Candidate, content_hash
 from memory.store.memories import SqlMemoryRepository
@@ -18,14 +18,14 @@ from tests.conftest import FakeClock
 
 
 @pytest.fixture(scope="session")
-def embedder() -> WordLlamaEmbedder:
+def embedder() -> MiniLMEmbedder:
     """The real offline embedder (loads in well under a second)."""
-    return WordLlamaEmbedder(256)
+    return MiniLMEmbedder()
 
 
 @pytest.fixture
 def repo(
-    db: async_sessionmaker[AsyncSession], embedder: WordLlamaEmbedder, clock: FakeClock
+    db: async_sessionmaker[AsyncSession], embedder: MiniLMEmbedder, clock: FakeClock
 ) -> SqlMemoryRepository:
     return SqlMemoryRepository(db, embedder, clock)
 
