@@ -26,11 +26,12 @@ from datetime import datetime
 from typing import Any, Literal
 
 import structlog
-from sqlalchemy import BigInteger, bindparam, text, update
+from sqlalchemy import BigInteger, DateTime, bindparam, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.recall.embeddings import EmbeddingError
+from memory.recall.when import SLACK, Window, time_window
 from memory.store.binary_vector import BinaryVector
 from memory.store.ports import Embedder
 from memory.store.tables import Memory
@@ -66,9 +67,11 @@ class Tuning:
     feedback_docs: int = 4  # pseudo-relevance feedback from this many best messages; 0 = off
     feedback_terms: int = 10
     feedback_weight: float = 0.2  # of the best expansion term, relative to a query term
+    window_weight: float = 1.0  # rows from the time the query names ("last summer"); 0 = off
 
 
 DEFAULT_TUNING = Tuning()
+PREVIOUS_TUNING = Tuning(window_weight=0.0)  # the default before MiniLM (bench: "previous")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,7 @@ class Candidate:
     role: str | None = None
     platform_message_id: str | None = None
     coverage: float = 0.0
+    window_rank: int | None = None  # among rows from the time the query names, by cosine
 
 
 def rrf_score(ranks: Iterable[tuple[int | None, float]], k: float) -> float:
@@ -138,6 +142,8 @@ def fused_score(candidate: Candidate, *, mode: Mode, tuning: Tuning, now: dateti
         lists.append((candidate.vector_rank, weight if mode == "hybrid" else 1.0))
     if mode in ("hybrid", "text"):
         lists.append((candidate.text_rank, tuning.text_weight))
+    if mode == "hybrid":
+        lists.append((candidate.window_rank, tuning.window_weight))
     score = rrf_score(lists, tuning.rrf_k)
     if score > 0.0 and mode != "vector":
         score += tuning.coverage_weight * candidate.coverage / (tuning.rrf_k + 1)
@@ -277,7 +283,8 @@ m_centre AS MATERIALIZED (
 
 _MESSAGE_DOCS = """
 m_docs AS MATERIALIZED (
-    SELECT m.id, m.session_id, m.tsv{doc_vectors}
+    SELECT m.id, m.session_id, m.tsv,
+           coalesce(m.created_at >= :w_start AND m.created_at < :w_end, false) AS inw{doc_vectors}
     FROM messages AS m{doc_joins}
     WHERE m.user_id = :uid AND m.status NOT IN ('apology', 'forgotten', 'command')
       AND m.session_id IS DISTINCT FROM CAST(:exclude_session AS bigint)
@@ -285,12 +292,12 @@ m_docs AS MATERIALIZED (
 
 _MESSAGE_RANKS = """,
 m_scored AS (
-    SELECT d.id, d.session_id,{scored_vectors}
+    SELECT d.id, d.session_id, d.inw,{scored_vectors}
            coalesce(b.score, 0) AS t, coalesce(b.matched, '{{}}') AS matched
     FROM m_docs AS d LEFT JOIN m_bm25 AS b USING (id){scored_joins}
 ),
 m_spread AS (
-    SELECT id,{spread_vectors} matched,
+    SELECT id, inw,{spread_vectors} matched,
            lag(matched, 1, '{{}}') OVER w || lead(matched, 1, '{{}}') OVER w AS near,
            t + CAST(:n1 AS float8) * (coalesce(lag(t, 1) OVER w, 0)
                                       + coalesce(lead(t, 1) OVER w, 0))
@@ -299,13 +306,13 @@ m_spread AS (
     FROM m_scored WINDOW w AS (PARTITION BY session_id ORDER BY id)
 ),
 m_ranked AS (
-    SELECT id, {vrank} AS vrank,
+    SELECT id, {vrank} AS vrank, {wrank} AS wrank,
            CASE WHEN t > 0 THEN row_number() OVER (ORDER BY t DESC, id DESC) END AS trank,
            matched || near AS window_terms
     FROM m_spread CROSS JOIN m_stats AS s
 ),
 m_top AS MATERIALIZED (
-    SELECT r.id, r.vrank, r.trank,
+    SELECT r.id, r.vrank, r.trank, r.wrank,
            coalesce((SELECT sum(i.idf) FROM m_idf AS i
                      WHERE i.original AND i.lexeme = ANY (r.window_terms)), 0) / qi.total
                AS coverage
@@ -325,7 +332,9 @@ _WITH_VECTORS = {
     "spread_vectors": " v, cv,",
     "vrank": """CASE WHEN v >= s.min_sim
                 THEN row_number() OVER (ORDER BY v >= s.min_sim DESC, cv DESC, id DESC) END""",
-    "kept": "r.vrank <= :n OR r.trank <= :n",
+    "wrank": """CASE WHEN inw
+                THEN row_number() OVER (ORDER BY inw DESC, cv DESC, id DESC) END""",
+    "kept": "r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n",
 }
 _WORDS_ONLY = {
     "doc_vectors": "",
@@ -334,6 +343,7 @@ _WORDS_ONLY = {
     "scored_joins": "",
     "spread_vectors": "",
     "vrank": "CAST(NULL AS bigint)",
+    "wrank": "CAST(NULL AS bigint)",
     "kept": "r.trank <= :n OR r.id = ANY (:also)",
 }
 
@@ -354,7 +364,9 @@ def _messages_sql(*, vectors: bool) -> str:
 _MEMORIES = (
     """
 k_docs AS MATERIALIZED (
-    SELECT k.id, k.tsv, coalesce(1 - (k.embedding <=> q.vec), -1) AS v
+    SELECT k.id, k.tsv, coalesce(1 - (k.embedding <=> q.vec), -1) AS v,
+           coalesce(coalesce(k.event_at, k.created_at) >= :w_start
+                    AND coalesce(k.event_at, k.created_at) < :w_end, false) AS inw
     FROM memories AS k CROSS JOIN q
     WHERE k.user_id = :uid AND k.valid_until IS NULL AND k.status IN ('active', 'dying')
 ),"""
@@ -366,6 +378,8 @@ k_ranked AS (
                 THEN row_number() OVER (ORDER BY d.v DESC, d.id DESC) END AS vrank,
            CASE WHEN b.score > 0
                 THEN row_number() OVER (ORDER BY coalesce(b.score, 0) DESC, d.id DESC) END AS trank,
+           CASE WHEN d.inw
+                THEN row_number() OVER (ORDER BY d.inw DESC, d.v DESC, d.id DESC) END AS wrank,
            coalesce((SELECT sum(i.idf) FROM k_idf AS i
                      WHERE i.original AND i.lexeme = ANY (b.matched)) / qi.total, 0) AS coverage
     FROM k_docs AS d LEFT JOIN k_bm25 AS b USING (id) CROSS JOIN k_stats AS s
@@ -375,6 +389,7 @@ k_ranked AS (
 
 _SELECT_MESSAGES = """
 SELECT 'message' AS kind, m.id, r.vrank AS vector_rank, r.trank AS text_rank,
+       r.wrank AS window_rank,
        m.content, m.created_at,
        NULL::int AS short_id, NULL AS tier, NULL AS category, NULL::float AS importance,
        NULL::float AS confidence, NULL::timestamptz AS event_at, m.role, m.platform_message_id,
@@ -385,11 +400,12 @@ FROM m_top AS r CROSS JOIN LATERAL (
 
 _SELECT_MEMORIES = """
 SELECT 'memory' AS kind, k.id, r.vrank AS vector_rank, r.trank AS text_rank,
+       r.wrank AS window_rank,
        k.content, k.created_at,
        k.short_id, k.tier, k.category, k.importance, k.confidence, k.event_at,
        NULL AS role, NULL AS platform_message_id, CAST(r.coverage AS float8) AS coverage
 FROM k_ranked AS r JOIN memories AS k ON k.id = r.id
-WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n)"""
+WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n)"""
 
 
 @functools.cache
@@ -406,6 +422,8 @@ def _statement(*, messages: bool, memories: bool, dim: int, message_vectors: boo
     binds = [
         bindparam("qvec", type_=BinaryVector(dim)),
         bindparam("feedback", type_=ARRAY(BigInteger)),
+        bindparam("w_start", type_=DateTime(timezone=True)),
+        bindparam("w_end", type_=DateTime(timezone=True)),
     ]
     if messages and not message_vectors:
         binds.append(bindparam("also", type_=ARRAY(BigInteger)))
@@ -425,6 +443,7 @@ async def candidates(
     tuning: Tuning = DEFAULT_TUNING,
     feedback_message_ids: Collection[int] = (),
     words_only_keeping: Collection[int] | None = None,
+    window: Window | None = None,
 ) -> list[Candidate]:
     """The person's best `per_list` rows by vector and by text, with both ranks; one query.
 
@@ -432,6 +451,8 @@ async def candidates(
     their most distinctive terms to the query, per `tuning.feedback_terms`/`_weight`.
     With `words_only_keeping`, messages are ranked by words alone (no vector rank), and
     the messages it names are returned with their word ranks whatever those are.
+    Rows from `window` (by message time, or a memory's event time) are ranked by cosine
+    as a third list.
     """
     if not (messages or memories):
         return []
@@ -458,6 +479,8 @@ async def candidates(
         "centre": 1.0 if tuning.centre_vectors else 0.0,
         "centre_prior": max(0.0, tuning.centre_prior),
         "centre_window": max(1, tuning.centre_window),
+        "w_start": window.start if window else None,
+        "w_end": window.end + SLACK if window else None,
     }
     if words_only_keeping is not None:
         params |= {"also": sorted({int(i) for i in words_only_keeping})}
@@ -490,6 +513,7 @@ async def recall(
     cleaned = clean_query(query)
     if k <= 0 or not cleaned.strip() or not (include_messages or include_memories):
         return []
+    window = time_window(cleaned, now) if tuning.window_weight > 0 else None
     try:
         vector = [float(x) for x in (await embedder.embed([cleaned]))[0]]
     except EmbeddingError as exc:
@@ -517,6 +541,7 @@ async def recall(
             tuning=tuning,
             feedback_message_ids=feedback,
             words_only_keeping=keeping,
+            window=window,
         )
 
     found = await _first_pass(ranked, include_messages, include_memories)
@@ -526,11 +551,12 @@ async def recall(
     if feedback:
         # The expanded query re-ranks messages by words; their vector ranks and the
         # memories' ranks are the first pass's.
-        by_vector = {c.id: c.vector_rank for c in found if c.kind == "message" and c.vector_rank}
+        first = {c.id: c for c in found if c.kind == "message"}
         width = max(tuning.candidates, k)
-        again = await ranked(feedback, False, [i for i, r in by_vector.items() if r <= width])
+        keep = [i for i, c in first.items() if min(_ranks(c)) <= width]
+        again = await ranked(feedback, False, keep)
         found = [c for c in found if c.kind == "memory"] + [
-            replace(c, vector_rank=by_vector.get(c.id)) for c in again
+            _with_first_ranks(c, first.get(c.id)) for c in again
         ]
         result = fuse(found, k=k, mode=mode, tuning=tuning, now=now)
     log.debug(
@@ -541,6 +567,18 @@ async def recall(
         returned=min(k, len(result)),
     )
     return result[:k]
+
+
+def _ranks(c: Candidate) -> tuple[int, ...]:
+    """The vector and window ranks a row has (a large one when it has neither)."""
+    return tuple(r for r in (c.vector_rank, c.window_rank) if r is not None) or (1 << 30,)
+
+
+def _with_first_ranks(c: Candidate, first: Candidate | None) -> Candidate:
+    """A feedback-pass row with the vector and window ranks of the first pass."""
+    if first is None:
+        return replace(c, vector_rank=None, window_rank=None)
+    return replace(c, vector_rank=first.vector_rank, window_rank=first.window_rank)
 
 
 async def _first_pass(
