@@ -75,6 +75,7 @@ class Conversation:
     sample_id: str
     turns: tuple[Turn, ...]
     questions: tuple[Question, ...]
+    summaries: tuple[tuple[int, str], ...] = ()  # (session number, summary)
 
 
 def parse_date(value: str) -> datetime:
@@ -112,12 +113,21 @@ def _conversation(sample: dict[str, Any]) -> Conversation:
         evidence = frozenset(ids & known)
         if evidence:
             questions.append(Question(str(qa["question"]), int(qa["category"]), evidence))
-    return Conversation(str(sample["sample_id"]), tuple(turns), tuple(questions))
+    written = sample.get("session_summary") or {}
+    summaries = tuple(
+        (n, str(written[f"session_{n}_summary"]))
+        for n in numbers
+        if written.get(f"session_{n}_summary")
+    )
+    return Conversation(str(sample["sample_id"]), tuple(turns), tuple(questions), summaries)
 
 
 async def ingest(store: SqlConversationStore, conversation: Conversation) -> int:
-    """Store every turn as an inbound message of one person; returns the person's id."""
+    """Store every turn as an inbound message of one person, and each session's summary
+    (LoCoMo's own, standing in for the one the model writes when a session ends);
+    returns the person's id."""
     user_id = 0
+    last: dict[int, tuple[int, int]] = {}  # session number: (session id, last message id)
     for turn in conversation.turns:
         inbound = await store.record_inbound(
             platform="locomo",
@@ -130,6 +140,14 @@ async def ingest(store: SqlConversationStore, conversation: Conversation) -> int
             idle_gap=timedelta(hours=2),
         )
         user_id = inbound.person.id
+        number = int(EVIDENCE_ID.fullmatch(turn.dia_id)[1])  # type: ignore[index]
+        last[number] = (inbound.session.id, inbound.message.id)
+    for number, summary in conversation.summaries:
+        if number in last:
+            session_id, through = last[number]
+            await store.save_summary(
+                user_id=user_id, session_id=session_id, summary=summary, through_id=through
+            )
     return user_id
 
 

@@ -31,6 +31,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.recall.embeddings import EmbeddingError
+from memory.recall.entities import linked_names
 from memory.recall.when import SLACK, Window, time_window
 from memory.store.binary_vector import BinaryVector
 from memory.store.ports import Embedder
@@ -51,7 +52,7 @@ class Tuning:
     min_similarity: float = 0.2  # cosine below this is not a vector match at all
     text_weight: float = 1.0
     memory_vector_weight: float = 1.0
-    message_vector_weight: float = 0.35
+    message_vector_weight: float = 1.0  # MiniLM; WordLlama's static vectors measured best at 0.35
     message_weight: float = 0.6
     neighbour_1: float = 0.5
     neighbour_2: float = 0.25
@@ -68,10 +69,23 @@ class Tuning:
     feedback_terms: int = 10
     feedback_weight: float = 0.2  # of the best expansion term, relative to a query term
     window_weight: float = 1.0  # rows from the time the query names ("last summer"); 0 = off
+    session_weight: float = 0.5  # a turn's session, by how well its summary matches; 0 = off
+    session_units: int = 3  # every turn of this many best-matching sessions is a candidate
+    same_session: float = 0.8  # each further message of a session picked counts this much
+    entity_docs: int = 3  # the second hop follows names in this many best messages; 0 = off
+    entity_names: int = 6
+    entity_weight: float = 0.5  # messages ranked by the names so found, as one more list
 
 
 DEFAULT_TUNING = Tuning()
-PREVIOUS_TUNING = Tuning(window_weight=0.0)  # the default before MiniLM (bench: "previous")
+# The default before MiniLM, kept for the bench's "previous" column.
+PREVIOUS_TUNING = Tuning(
+    message_vector_weight=0.35,
+    window_weight=0.0,
+    session_weight=0.0,
+    entity_docs=0,
+    same_session=1.0,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +126,9 @@ class Candidate:
     platform_message_id: str | None = None
     coverage: float = 0.0
     window_rank: int | None = None  # among rows from the time the query names, by cosine
+    session_rank: int | None = None  # its session's summary among the person's summaries
+    entity_rank: int | None = None  # by the names it shares with the first hop's best rows
+    session_id: int | None = None
 
 
 def rrf_score(ranks: Iterable[tuple[int | None, float]], k: float) -> float:
@@ -144,6 +161,8 @@ def fused_score(candidate: Candidate, *, mode: Mode, tuning: Tuning, now: dateti
         lists.append((candidate.text_rank, tuning.text_weight))
     if mode == "hybrid":
         lists.append((candidate.window_rank, tuning.window_weight))
+        lists.append((candidate.session_rank, tuning.session_weight))
+        lists.append((candidate.entity_rank, tuning.entity_weight))
     score = rrf_score(lists, tuning.rrf_k)
     if score > 0.0 and mode != "vector":
         score += tuning.coverage_weight * candidate.coverage / (tuning.rrf_k + 1)
@@ -163,11 +182,38 @@ def fuse(
     tuning: Tuning = DEFAULT_TUNING,
     now: datetime,
 ) -> list[Recalled]:
-    """The `k` best candidates by fused score, best first; ties go to the newer row."""
+    """The `k` best candidates by fused score, best first; ties go to the newer row. Each
+    further message from a session already picked counts `tuning.same_session` times
+    less, so one long conversation does not crowd out the others."""
     scored = [(fused_score(c, mode=mode, tuning=tuning, now=now), c) for c in candidates]
     scored = [(s, c) for s, c in scored if s > 0.0]
     scored.sort(key=lambda pair: (-pair[0], -pair[1].created_at.timestamp(), -pair[1].id))
+    if tuning.same_session < 1.0:
+        scored = spread_over_sessions(scored, k, tuning.same_session)
     return [_recalled(c, s) for s, c in scored[:k]]
+
+
+def spread_over_sessions(
+    scored: list[tuple[float, Candidate]], k: int, factor: float
+) -> list[tuple[float, Candidate]]:
+    """Greedy re-ranking of best-first pairs: a message's score times `factor` for each
+    message of its session picked before it."""
+    picked: list[tuple[float, Candidate]] = []
+    left = list(scored)
+    seen: dict[int, int] = {}
+    while left and len(picked) < k:
+        best = max(
+            range(len(left)),
+            key=lambda i: left[i][0] * factor ** seen.get(_session(left[i][1]), 0),
+        )
+        score, c = left.pop(best)
+        picked.append((score * factor ** seen.get(_session(c), 0), c))
+        seen[_session(c)] = seen.get(_session(c), 0) + 1
+    return picked
+
+
+def _session(c: Candidate) -> int:
+    return c.session_id if c.session_id is not None else -c.id
 
 
 def _recalled(c: Candidate, score: float) -> Recalled:
@@ -201,23 +247,27 @@ def clean_query(query: str) -> str:
 # weighted `:fb_weight` relative to the best of them, and drops the rest.
 _QUERY = r"""
 q_terms AS MATERIALIZED (
-    SELECT coalesce(array_agg(DISTINCT lexeme), '{}') AS lexemes
-    FROM unnest(to_tsvector('english', :qtext))
+    SELECT lexemes, ARRAY(SELECT DISTINCT e.lexeme
+                          FROM unnest(to_tsvector('english', :entities)) AS e
+                          WHERE e.lexeme <> ALL (lexemes)) AS ent_lexemes
+    FROM (SELECT coalesce(array_agg(DISTINCT lexeme), '{}') AS lexemes
+          FROM unnest(to_tsvector('english', :qtext))) AS asked
 ),
 fb_terms AS MATERIALIZED (
     SELECT t.lexeme, sum(coalesce(cardinality(t.positions), 1)
                          / CAST(greatest(length(f.tsv), 1) AS float8)) AS tfn
     FROM messages AS f CROSS JOIN q_terms AS qt CROSS JOIN LATERAL unnest(f.tsv) AS t
     WHERE f.user_id = :uid AND f.id = ANY (:feedback) AND t.lexeme <> ALL (qt.lexemes)
-      AND f.status NOT IN ('apology', 'forgotten', 'command')
+      AND t.lexeme <> ALL (qt.ent_lexemes) AND f.status NOT IN ('apology', 'forgotten', 'command')
     GROUP BY t.lexeme
 ),
 q AS MATERIALIZED (
-    SELECT CAST(:qvec AS vector) AS vec, lexemes, all_lexemes,
+    SELECT CAST(:qvec AS vector) AS vec, lexemes, ent_lexemes, all_lexemes,
            CAST(nullif(array_to_string(ARRAY(
                SELECT '''' || replace(replace(l, '\', '\\'), '''', '''''') || ''''
                FROM unnest(all_lexemes) AS l), ' | '), '') AS tsquery) AS any_term
-    FROM (SELECT lexemes, lexemes || ARRAY(SELECT lexeme FROM fb_terms) AS all_lexemes
+    FROM (SELECT lexemes, ent_lexemes,
+                 lexemes || ent_lexemes || ARRAY(SELECT lexeme FROM fb_terms) AS all_lexemes
           FROM q_terms) AS qa
 )"""
 
@@ -235,7 +285,7 @@ _BM25 = """
     WHERE d.tsv @@ q.any_term
 ),
 {p}_idf AS (
-    SELECT l AS lexeme, l = ANY (q.lexemes) AS original,
+    SELECT l AS lexeme, l = ANY (q.lexemes) AS original, l = ANY (q.ent_lexemes) AS entity,
            ln(1 + (s.n - coalesce(f.df, 0) + 0.5) / (coalesce(f.df, 0) + 0.5)) AS idf
     FROM q CROSS JOIN unnest(q.all_lexemes) AS l CROSS JOIN {p}_stats AS s
     LEFT JOIN (SELECT lexeme, count(*) AS df FROM {p}_hits GROUP BY lexeme) AS f
@@ -245,13 +295,19 @@ _BM25 = """
     SELECT i.lexeme, i.idf, fb.tfn * i.idf AS strength,
            row_number() OVER (ORDER BY fb.tfn * i.idf DESC, i.lexeme) AS place
     FROM {p}_idf AS i JOIN fb_terms AS fb USING (lexeme)
-    WHERE NOT i.original
+    WHERE NOT i.original AND NOT i.entity
 ),
 {p}_weights AS (
     SELECT lexeme, idf, CAST(1 AS float8) AS weight FROM {p}_idf WHERE original
     UNION ALL
     SELECT lexeme, idf, CAST(:fb_weight AS float8) * strength / max(strength) OVER ()
     FROM {p}_expansion WHERE place <= :fb_terms
+),
+{p}_linked AS (
+    SELECT h.id, row_number() OVER (ORDER BY sum(i.idf) DESC, h.id DESC) AS erank
+    FROM {p}_hits AS h JOIN {p}_idf AS i USING (lexeme)
+    WHERE i.entity
+    GROUP BY h.id
 ),
 {p}_bm25 AS (
     SELECT h.id,
@@ -297,7 +353,7 @@ m_scored AS (
     FROM m_docs AS d LEFT JOIN m_bm25 AS b USING (id){scored_joins}
 ),
 m_spread AS (
-    SELECT id, inw,{spread_vectors} matched,
+    SELECT id, session_id, inw,{spread_vectors} matched,
            lag(matched, 1, '{{}}') OVER w || lead(matched, 1, '{{}}') OVER w AS near,
            t + CAST(:n1 AS float8) * (coalesce(lag(t, 1) OVER w, 0)
                                       + coalesce(lead(t, 1) OVER w, 0))
@@ -306,13 +362,14 @@ m_spread AS (
     FROM m_scored WINDOW w AS (PARTITION BY session_id ORDER BY id)
 ),
 m_ranked AS (
-    SELECT id, {vrank} AS vrank, {wrank} AS wrank,
+    SELECT id, {vrank} AS vrank, {wrank} AS wrank, sr.srank, ml.erank,
            CASE WHEN t > 0 THEN row_number() OVER (ORDER BY t DESC, id DESC) END AS trank,
            matched || near AS window_terms
-    FROM m_spread CROSS JOIN m_stats AS s
+    FROM m_spread LEFT JOIN s_ranked AS sr USING (session_id) LEFT JOIN m_linked AS ml USING (id)
+    CROSS JOIN m_stats AS s
 ),
 m_top AS MATERIALIZED (
-    SELECT r.id, r.vrank, r.trank, r.wrank,
+    SELECT r.id, r.vrank, r.trank, r.wrank, r.srank, r.erank,
            coalesce((SELECT sum(i.idf) FROM m_idf AS i
                      WHERE i.original AND i.lexeme = ANY (r.window_terms)), 0) / qi.total
                AS coverage
@@ -334,7 +391,7 @@ _WITH_VECTORS = {
                 THEN row_number() OVER (ORDER BY v >= s.min_sim DESC, cv DESC, id DESC) END""",
     "wrank": """CASE WHEN inw
                 THEN row_number() OVER (ORDER BY inw DESC, cv DESC, id DESC) END""",
-    "kept": "r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n",
+    "kept": "r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n OR r.srank <= :s_top",
 }
 _WORDS_ONLY = {
     "doc_vectors": "",
@@ -344,8 +401,25 @@ _WORDS_ONLY = {
     "spread_vectors": "",
     "vrank": "CAST(NULL AS bigint)",
     "wrank": "CAST(NULL AS bigint)",
-    "kept": "r.trank <= :n OR r.id = ANY (:also)",
+    "kept": "r.trank <= :n OR r.srank <= :s_top OR r.erank <= :n OR r.id = ANY (:also)",
 }
+
+
+# Session summaries as units: BM25 over the person's summaries (IDF from them), each
+# summary's rank lent to the turns of its session as one more ranked list.
+_SUMMARIES = (
+    """,
+s_docs AS MATERIALIZED (
+    SELECT s.id, s.summary_tsv AS tsv FROM sessions AS s
+    WHERE s.user_id = :uid AND s.summary <> ''
+),"""
+    + _BM25.format(p="s")
+    + """,
+s_ranked AS (
+    SELECT id AS session_id, row_number() OVER (ORDER BY score DESC, id DESC) AS srank
+    FROM s_bm25 WHERE score > 0
+)"""
+)
 
 
 def _messages_sql(*, vectors: bool) -> str:
@@ -357,6 +431,7 @@ def _messages_sql(*, vectors: bool) -> str:
         (_MESSAGE_CENTRE if vectors else "")
         + _MESSAGE_DOCS.format(**parts)
         + _BM25.format(p="m")
+        + _SUMMARIES
         + _MESSAGE_RANKS.format(**parts)
     )
 
@@ -389,7 +464,7 @@ k_ranked AS (
 
 _SELECT_MESSAGES = """
 SELECT 'message' AS kind, m.id, r.vrank AS vector_rank, r.trank AS text_rank,
-       r.wrank AS window_rank,
+       r.wrank AS window_rank, r.srank AS session_rank, r.erank AS entity_rank, m.session_id,
        m.content, m.created_at,
        NULL::int AS short_id, NULL AS tier, NULL AS category, NULL::float AS importance,
        NULL::float AS confidence, NULL::timestamptz AS event_at, m.role, m.platform_message_id,
@@ -400,7 +475,8 @@ FROM m_top AS r CROSS JOIN LATERAL (
 
 _SELECT_MEMORIES = """
 SELECT 'memory' AS kind, k.id, r.vrank AS vector_rank, r.trank AS text_rank,
-       r.wrank AS window_rank,
+       r.wrank AS window_rank, NULL::bigint AS session_rank, NULL::bigint AS entity_rank,
+       NULL::bigint AS session_id,
        k.content, k.created_at,
        k.short_id, k.tier, k.category, k.importance, k.confidence, k.event_at,
        NULL AS role, NULL AS platform_message_id, CAST(r.coverage AS float8) AS coverage
@@ -444,6 +520,7 @@ async def candidates(
     feedback_message_ids: Collection[int] = (),
     words_only_keeping: Collection[int] | None = None,
     window: Window | None = None,
+    names: Sequence[str] = (),
 ) -> list[Candidate]:
     """The person's best `per_list` rows by vector and by text, with both ranks; one query.
 
@@ -452,7 +529,8 @@ async def candidates(
     With `words_only_keeping`, messages are ranked by words alone (no vector rank), and
     the messages it names are returned with their word ranks whatever those are.
     Rows from `window` (by message time, or a memory's event time) are ranked by cosine
-    as a third list.
+    as a third list; the sessions by their summaries as a fourth; with `names`, the
+    messages by the names they use as a fifth.
     """
     if not (messages or memories):
         return []
@@ -476,6 +554,8 @@ async def candidates(
         "feedback": sorted({int(i) for i in feedback_message_ids}),
         "fb_terms": max(0, tuning.feedback_terms),
         "fb_weight": tuning.feedback_weight,
+        "entities": clean_query(" ".join(names)),
+        "s_top": tuning.session_units if tuning.session_weight > 0 else 0,
         "centre": 1.0 if tuning.centre_vectors else 0.0,
         "centre_prior": max(0.0, tuning.centre_prior),
         "centre_window": max(1, tuning.centre_window),
@@ -486,7 +566,7 @@ async def candidates(
         params |= {"also": sorted({int(i) for i in words_only_keeping})}
     unused: tuple[str, ...] = ()
     if not messages:
-        unused = ("exclude_session", "n1", "n2", "centre", "centre_prior", "centre_window")
+        unused = ("exclude_session", "n1", "n2", "centre", "centre_prior", "centre_window", "s_top")
     elif words_only_keeping is not None:
         unused = ("centre", "centre_prior", "centre_window")
     params = {key: v for key, v in params.items() if key not in unused}
@@ -528,6 +608,7 @@ async def recall(
         keeping: Collection[int] | None = None,
         *,
         messages: bool = include_messages,
+        names: Sequence[str] = (),
     ) -> list[Candidate]:
         return await candidates(
             sessions,
@@ -542,6 +623,7 @@ async def recall(
             feedback_message_ids=feedback,
             words_only_keeping=keeping,
             window=window,
+            names=names,
         )
 
     found = await _first_pass(ranked, include_messages, include_memories)
@@ -554,7 +636,7 @@ async def recall(
         first = {c.id: c for c in found if c.kind == "message"}
         width = max(tuning.candidates, k)
         keep = [i for i, c in first.items() if min(_ranks(c)) <= width]
-        again = await ranked(feedback, False, keep)
+        again = await ranked(feedback, False, keep, names=second_hop_names(result, cleaned, tuning))
         found = [c for c in found if c.kind == "memory"] + [
             _with_first_ranks(c, first.get(c.id)) for c in again
         ]
@@ -567,6 +649,14 @@ async def recall(
         returned=min(k, len(result)),
     )
     return result[:k]
+
+
+def second_hop_names(ranked: Sequence[Recalled], query: str, tuning: Tuning) -> list[str]:
+    """Names in the best first-hop messages that the query does not use."""
+    if tuning.entity_docs <= 0 or tuning.entity_weight <= 0:
+        return []
+    best = [r.content for r in ranked if r.kind == "message"][: tuning.entity_docs]
+    return linked_names(best, query, limit=tuning.entity_names)
 
 
 def _ranks(c: Candidate) -> tuple[int, ...]:

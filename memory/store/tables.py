@@ -135,6 +135,10 @@ class Session(Base):
     summary_stale: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     """Closed, and its summary dropped since words in it were forgotten or restored: the
     nightly patrol writes it again from what is visible."""
+    summary_tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english', summary)", persisted=True), **UNLOADED
+    )
+    """The summary's lexemes: recall ranks summaries as units beside single turns."""
 
 
 class Message(Base):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -47,7 +48,12 @@ def memory(
 
 
 def message(
-    id: int, vector_rank: int | None, text_rank: int | None, *, coverage: float = 0.0
+    id: int,
+    vector_rank: int | None,
+    text_rank: int | None,
+    *,
+    coverage: float = 0.0,
+    session_id: int | None = None,
 ) -> Candidate:
     return Candidate(
         kind="message",
@@ -59,6 +65,7 @@ def message(
         role="user",
         platform_message_id=str(id),
         coverage=coverage,
+        session_id=session_id,
     )
 
 
@@ -160,3 +167,22 @@ def test_feedback_comes_from_the_best_messages_only_when_text_matched() -> None:
     assert feedback_ids(found, ranked, mode="hybrid", tuning=off) == []
     no_text = [message(1, 1, None), message(2, 2, None)]
     assert feedback_ids(no_text, fuse(no_text, k=5, now=NOW), mode="hybrid", tuning=tuning) == []
+
+
+def test_the_window_session_and_name_lists_count_in_hybrid_mode_only() -> None:
+    alone = message(1, None, None)
+    linked = replace(alone, window_rank=1, session_rank=1, entity_rank=1)
+    tuning = Tuning()
+    assert fused_score(alone, mode="hybrid", tuning=tuning, now=NOW) == 0.0
+    assert fused_score(linked, mode="hybrid", tuning=tuning, now=NOW) > 0.0
+    assert fused_score(linked, mode="text", tuning=tuning, now=NOW) == 0.0
+
+
+def test_one_session_does_not_crowd_out_the_others() -> None:
+    same = [message(i, i, None, session_id=1) for i in range(1, 5)]
+    other = message(9, 5, None, session_id=2)
+    plain = fuse([*same, other], k=3, now=NOW, tuning=Tuning(same_session=1.0))
+    spread = fuse([*same, other], k=3, now=NOW, tuning=Tuning(same_session=0.8))
+    assert [r.id for r in plain] == [1, 2, 3]
+    assert [r.id for r in spread] == [1, 9, 2]
+    assert spread[1].score > spread[2].score
