@@ -209,20 +209,23 @@ RANKINGS: dict[str, tuple[str, Mode, Tuning]] = {
     "hybrid": ("minilm", "hybrid", DEFAULT_TUNING),
     "bm25": ("minilm", "text", PER_TURN),
     "vector": ("minilm", "vector", replace(DEFAULT_TUNING, centre_vectors=False)),
-    "vector-ctr": ("minilm", "vector", DEFAULT_TUNING),
-    "hybrid-prf": ("minilm", "hybrid", replace(DEFAULT_TUNING, feedback_docs=0)),
+    "hybrid-nosum": ("minilm", "hybrid", replace(DEFAULT_TUNING, session_weight=0.0)),
+    "hybrid-nohop": ("minilm", "hybrid", replace(DEFAULT_TUNING, entity_docs=0)),
     "previous": ("wordllama", "hybrid", PREVIOUS_TUNING),
-    "prev-vector": ("wordllama", "vector", replace(PREVIOUS_TUNING, centre_vectors=False)),
 }
 LEGEND = (
-    "hybrid       the default recall: MiniLM cosine and BM25 fused by RRF (neighbour turns",
-    "             share text scores) plus query-term coverage, then pseudo-relevance feedback",
+    "hybrid       the default recall: MiniLM cosine, BM25 (neighbour turns share text",
+    "             scores), the time the question names, session summaries as units and",
+    "             a second hop over names, fused by RRF plus query-term coverage, with",
+    "             pseudo-relevance feedback on the second pass",
     "bm25         full text only, each turn on its own (english stems, IDF from the person)",
     "vector       MiniLM cosine only",
-    "vector-ctr   MiniLM cosine after removing the person's mean message vector",
-    "hybrid-prf   the default without pseudo-relevance feedback",
-    "previous     the previous default: WordLlama vectors and the recall before this change",
-    "prev-vector  WordLlama cosine only",
+    "hybrid-nosum the default without the session-summary list",
+    "hybrid-nohop the default without the second hop over names",
+    "previous     the previous default: WordLlama vectors and the recall before issue 17",
+    "",
+    "Session summaries are LoCoMo's own, standing in for those the model writes when a",
+    "session ends.",
 )
 
 
@@ -271,6 +274,7 @@ def write_curves(directory: Path, results: dict[str, dict[int, list[float]]]) ->
     curves = {
         name: {str(k): round(mean(results[name][k]), 4) for k in CURVE}
         for name in ("hybrid", "bm25", "vector", "previous")
+        if name in results
     }
     path = directory / OUT_FILE
     path.write_text(json.dumps({"recall_at_k": curves}, indent=2) + "\n", encoding="utf-8")

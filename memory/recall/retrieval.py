@@ -1,18 +1,22 @@
 """Hybrid recall: what this person said or what is remembered about them, for one query.
 
-One SQL statement ranks the person's own rows two ways, exactly (no approximate index):
-pgvector cosine similarity and BM25 over the english tsvector, with IDF taken from the
-person's own rows and OR semantics over the query's stemmed, stop-word-free terms. A
-message's scores also borrow from its neighbours in the same session, because a reply
-("yes, it went great") is about what the turn before it said. Message cosines are taken
-after removing the mean vector of the person's latest messages (static word embeddings
-share a large common direction, e.g. the speaker's name on every turn), and every row
-also reports its coverage: the IDF-weighted share of the query's terms found in it (and,
-for a message, in the turns either side). Python then fuses the ranks by reciprocal rank
-plus coverage, weights memories by importance, confidence and recency, and puts the
-conversation log below memories. Finally, pseudo-relevance feedback: the best few
-messages lend their most distinctive terms to the query at a lower weight and the
-statement runs once more.
+One SQL statement ranks the person's own rows, exactly (no approximate index), in up to
+five lists: pgvector cosine similarity; BM25 over the english tsvector, with IDF taken
+from the person's own rows and OR semantics over the query's stemmed, stop-word-free
+terms; the rows from the time the query names ("last summer", "in May": `when.py`), by
+cosine; for a message, its session, by BM25 of the session's summary among the
+person's summaries (the best sessions' turns all become candidates: a summary is a unit
+of recall beside single turns); and, on the second pass, the messages using names the
+first pass's best messages used (`entities.py`: the second hop). A message's text
+scores also borrow from its neighbours in the same session, because a reply ("yes, it
+went great") is about what the turn before it said. Message cosines are taken after
+removing the (shrunk) mean vector of the person's latest messages, and every row also
+reports its coverage: the IDF-weighted share of the query's terms found in it (and, for
+a message, in the turns either side). Python then fuses the ranks by weighted
+reciprocal rank plus coverage, weights memories by importance, confidence and recency,
+and puts the conversation log below memories. The second pass also adds pseudo-
+relevance feedback: the best few messages lend their most distinctive terms to the
+query at a lower weight and the statement runs once more, by words only.
 """
 
 from __future__ import annotations
@@ -69,9 +73,8 @@ class Tuning:
     feedback_terms: int = 10
     feedback_weight: float = 0.2  # of the best expansion term, relative to a query term
     window_weight: float = 1.0  # rows from the time the query names ("last summer"); 0 = off
-    session_weight: float = 0.5  # a turn's session, by how well its summary matches; 0 = off
+    session_weight: float = 1.0  # a turn's session, by how well its summary matches; 0 = off
     session_units: int = 3  # every turn of this many best-matching sessions is a candidate
-    same_session: float = 0.8  # each further message of a session picked counts this much
     entity_docs: int = 3  # the second hop follows names in this many best messages; 0 = off
     entity_names: int = 6
     entity_weight: float = 0.5  # messages ranked by the names so found, as one more list
@@ -84,7 +87,6 @@ PREVIOUS_TUNING = Tuning(
     window_weight=0.0,
     session_weight=0.0,
     entity_docs=0,
-    same_session=1.0,
 )
 
 
@@ -128,7 +130,6 @@ class Candidate:
     window_rank: int | None = None  # among rows from the time the query names, by cosine
     session_rank: int | None = None  # its session's summary among the person's summaries
     entity_rank: int | None = None  # by the names it shares with the first hop's best rows
-    session_id: int | None = None
 
 
 def rrf_score(ranks: Iterable[tuple[int | None, float]], k: float) -> float:
@@ -182,38 +183,11 @@ def fuse(
     tuning: Tuning = DEFAULT_TUNING,
     now: datetime,
 ) -> list[Recalled]:
-    """The `k` best candidates by fused score, best first; ties go to the newer row. Each
-    further message from a session already picked counts `tuning.same_session` times
-    less, so one long conversation does not crowd out the others."""
+    """The `k` best candidates by fused score, best first; ties go to the newer row."""
     scored = [(fused_score(c, mode=mode, tuning=tuning, now=now), c) for c in candidates]
     scored = [(s, c) for s, c in scored if s > 0.0]
     scored.sort(key=lambda pair: (-pair[0], -pair[1].created_at.timestamp(), -pair[1].id))
-    if tuning.same_session < 1.0:
-        scored = spread_over_sessions(scored, k, tuning.same_session)
     return [_recalled(c, s) for s, c in scored[:k]]
-
-
-def spread_over_sessions(
-    scored: list[tuple[float, Candidate]], k: int, factor: float
-) -> list[tuple[float, Candidate]]:
-    """Greedy re-ranking of best-first pairs: a message's score times `factor` for each
-    message of its session picked before it."""
-    picked: list[tuple[float, Candidate]] = []
-    left = list(scored)
-    seen: dict[int, int] = {}
-    while left and len(picked) < k:
-        best = max(
-            range(len(left)),
-            key=lambda i: left[i][0] * factor ** seen.get(_session(left[i][1]), 0),
-        )
-        score, c = left.pop(best)
-        picked.append((score * factor ** seen.get(_session(c), 0), c))
-        seen[_session(c)] = seen.get(_session(c), 0) + 1
-    return picked
-
-
-def _session(c: Candidate) -> int:
-    return c.session_id if c.session_id is not None else -c.id
 
 
 def _recalled(c: Candidate, score: float) -> Recalled:
@@ -464,7 +438,7 @@ k_ranked AS (
 
 _SELECT_MESSAGES = """
 SELECT 'message' AS kind, m.id, r.vrank AS vector_rank, r.trank AS text_rank,
-       r.wrank AS window_rank, r.srank AS session_rank, r.erank AS entity_rank, m.session_id,
+       r.wrank AS window_rank, r.srank AS session_rank, r.erank AS entity_rank,
        m.content, m.created_at,
        NULL::int AS short_id, NULL AS tier, NULL AS category, NULL::float AS importance,
        NULL::float AS confidence, NULL::timestamptz AS event_at, m.role, m.platform_message_id,
@@ -476,7 +450,6 @@ FROM m_top AS r CROSS JOIN LATERAL (
 _SELECT_MEMORIES = """
 SELECT 'memory' AS kind, k.id, r.vrank AS vector_rank, r.trank AS text_rank,
        r.wrank AS window_rank, NULL::bigint AS session_rank, NULL::bigint AS entity_rank,
-       NULL::bigint AS session_id,
        k.content, k.created_at,
        k.short_id, k.tier, k.category, k.importance, k.confidence, k.event_at,
        NULL AS role, NULL AS platform_message_id, CAST(r.coverage AS float8) AS coverage

@@ -53,7 +53,6 @@ def message(
     text_rank: int | None,
     *,
     coverage: float = 0.0,
-    session_id: int | None = None,
 ) -> Candidate:
     return Candidate(
         kind="message",
@@ -65,7 +64,6 @@ def message(
         role="user",
         platform_message_id=str(id),
         coverage=coverage,
-        session_id=session_id,
     )
 
 
@@ -176,13 +174,3 @@ def test_the_window_session_and_name_lists_count_in_hybrid_mode_only() -> None:
     assert fused_score(alone, mode="hybrid", tuning=tuning, now=NOW) == 0.0
     assert fused_score(linked, mode="hybrid", tuning=tuning, now=NOW) > 0.0
     assert fused_score(linked, mode="text", tuning=tuning, now=NOW) == 0.0
-
-
-def test_one_session_does_not_crowd_out_the_others() -> None:
-    same = [message(i, i, None, session_id=1) for i in range(1, 5)]
-    other = message(9, 5, None, session_id=2)
-    plain = fuse([*same, other], k=3, now=NOW, tuning=Tuning(same_session=1.0))
-    spread = fuse([*same, other], k=3, now=NOW, tuning=Tuning(same_session=0.8))
-    assert [r.id for r in plain] == [1, 2, 3]
-    assert [r.id for r in spread] == [1, 9, 2]
-    assert spread[1].score > spread[2].score
