@@ -53,7 +53,8 @@ class Tuning:
     """The knobs of ranking and fusion; message defaults measured on LoCoMo (bench/)."""
 
     rrf_k: float = 60.0
-    min_similarity: float = 0.2  # cosine below this is not a vector match at all
+    min_similarity: float = 0.2  # a message's cosine below this is not a vector match at all
+    memory_min_similarity: float = 0.3  # a memory's (MiniLM's scale; WordLlama's was 0.2)
     text_weight: float = 1.0
     memory_vector_weight: float = 1.0
     message_vector_weight: float = 1.0  # MiniLM; WordLlama's static vectors measured best at 0.35
@@ -84,6 +85,7 @@ DEFAULT_TUNING = Tuning()
 # The default before MiniLM, kept for the bench's "previous" column.
 PREVIOUS_TUNING = Tuning(
     message_vector_weight=0.35,
+    memory_min_similarity=0.2,
     window_weight=0.0,
     session_weight=0.0,
     entity_docs=0,
@@ -423,7 +425,7 @@ k_docs AS MATERIALIZED (
     + """,
 k_ranked AS (
     SELECT d.id,
-           CASE WHEN d.v >= s.min_sim
+           CASE WHEN d.v >= CAST(:k_min_sim AS float8)
                 THEN row_number() OVER (ORDER BY d.v DESC, d.id DESC) END AS vrank,
            CASE WHEN b.score > 0
                 THEN row_number() OVER (ORDER BY coalesce(b.score, 0) DESC, d.id DESC) END AS trank,
@@ -521,6 +523,7 @@ async def candidates(
         "n": per_list,
         "k1": tuning.bm25_k1,
         "min_sim": tuning.min_similarity,
+        "k_min_sim": tuning.memory_min_similarity,
         "b": tuning.bm25_b,
         "n1": tuning.neighbour_1,
         "n2": tuning.neighbour_2,
@@ -537,11 +540,11 @@ async def candidates(
     }
     if words_only_keeping is not None:
         params |= {"also": sorted({int(i) for i in words_only_keeping})}
-    unused: tuple[str, ...] = ()
+    unused: tuple[str, ...] = () if memories else ("k_min_sim",)
     if not messages:
         unused = ("exclude_session", "n1", "n2", "centre", "centre_prior", "centre_window", "s_top")
     elif words_only_keeping is not None:
-        unused = ("centre", "centre_prior", "centre_window")
+        unused += ("centre", "centre_prior", "centre_window")
     params = {key: v for key, v in params.items() if key not in unused}
     async with sessions() as db:
         rows = (await db.execute(statement, params)).mappings().all()

@@ -95,7 +95,7 @@ async def test_not_vegetarian_any_more_supersedes_is_vegetarian_with_history(
     )
     new = "The person is not vegetarian any more"
     vectors = await embedder.embed([new, diet.content])
-    assert float(vectors[0] @ vectors[1]) >= 0.92  # once dropped as a "near-duplicate"
+    assert float(vectors[0] @ vectors[1]) >= 0.9  # as close as rewordings: no cosine rule tells
 
     def answer(request: ToolRequest) -> dict[str, Any]:
         assert f"- {diet.label}: The person is vegetarian" in request.prompt

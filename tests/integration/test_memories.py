@@ -70,7 +70,7 @@ async def test_short_ids_count_per_person_and_each_add_is_recorded(
     assert await repo.by_hash(alice, content_hash("the person is a NURSE.")) == first
     async with db() as session:
         stored = await session.scalar(select(Memory.embedding).where(Memory.id == first.id))
-    assert stored is not None and len(stored) == 256
+    assert stored is not None and len(stored) == 384
 
 
 async def test_supersede_keeps_history_and_only_the_new_version_is_live(
