@@ -14,6 +14,7 @@ from memory.recall.retrieval import DEFAULT_TUNING, recall
 from memory.store.conversations import SqlConversationStore
 from memory.store.tables import Message
 from tests.conftest import FakeClock
+from tests.integration.test_retrieval import say
 
 Sessions = async_sessionmaker[AsyncSession]
 PLAIN = replace(DEFAULT_TUNING, window_weight=0.0, session_weight=0.0, entity_docs=0)
@@ -37,18 +38,9 @@ async def history(
     for day, lines in enumerate(days):
         ids.append([])
         for i, line in enumerate(lines):
-            inbound = await store.record_inbound(
-                platform="console",
-                platform_user_id="alice",
-                chat_id="c",
-                display_name="Alice",
-                text=line,
-                platform_message_id=f"{day}-{i}",
-                now=start + timedelta(days=day, minutes=i),
-                idle_gap=timedelta(hours=2),
-            )
-            user_id = inbound.person.id
-            ids[-1].append(inbound.message.id)
+            at = start + timedelta(days=day, minutes=i)
+            user_id, message_id = await say(store, "alice", line, at, f"{day}-{i}")
+            ids[-1].append(message_id)
     return store, user_id, ids
 
 
