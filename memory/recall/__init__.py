@@ -1,7 +1,8 @@
 """Recall: embeddings, retrieval and the context a turn is given.
 
-It owns the embedders (offline by default), the record of which embedder made the stored
-vectors, hybrid retrieval over messages and memories, the memories an extraction is shown,
-and the assembly of a turn's context in a token budget. It may import `memory.store`; it
-never learns or forgets anything.
+It owns the embedders (offline by default: MiniLM, `minilm.py`), the record of which
+embedder made the stored vectors, hybrid retrieval over messages, memories and session
+summaries (with the time a question names, `when.py`, and a second hop over names,
+`entities.py`), the memories an extraction is shown, and the assembly of a turn's context
+in a token budget. It may import `memory.store`; it never learns or forgets anything.
 """
