@@ -1,18 +1,22 @@
 """Evidence recall on LoCoMo: does `recall` find the turns that answer a question?
 
 Each conversation becomes one person's message history, stored through the project's
-own inbound path (`SqlConversationStore.record_inbound`, WordLlama embeddings) in an
-embedded PostgreSQL. Every question of categories 1–4 is then asked through `recall`
-(messages only); recall@k is the mean fraction of a question's evidence turns among the
-top k. Full-text-only and vector-only rankings over the same SQL are the baselines.
-With `COMPANION_BENCH_OUT` naming a directory, the recall@1..20 curves of the default,
-BM25 and vector rankings are written there as `locomo_recall.json`.
+own inbound path (`SqlConversationStore.record_inbound`) in an embedded PostgreSQL:
+once with the default MiniLM embedder, once with WordLlama for the previous default
+("previous": WordLlama and the recall before issue 17), both in the same run. Every
+question of categories 1-4 is then asked through `recall` (messages only); recall@k is
+the mean fraction of a question's evidence turns among the top k, also printed per
+category and per conversation (so conversations not used for tuning can be read apart).
+Full-text-only and vector-only rankings over the same SQL are the baselines. With
+`COMPANION_BENCH_OUT` naming a directory, the recall@1..20 curves of the default,
+BM25, vector and previous rankings are written there as `locomo_recall.json`.
 
-Run: `python -m bench.locomo_recall [path/to/locomo.json]`.
+Run: `python -m bench.locomo_recall [path/to/locomo.json] [--only 0,1,2]`.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -20,7 +24,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,7 +34,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.logs import configure_logging
 from memory.recall.embeddings import WordLlamaEmbedder
-from memory.recall.retrieval import DEFAULT_TUNING, Mode, Tuning, recall
+from memory.recall.minilm import MiniLMEmbedder
+from memory.recall.retrieval import DEFAULT_TUNING, PREVIOUS_TUNING, Mode, Tuning, recall
 from memory.store.conversations import SqlConversationStore
 from memory.store.database import create_engine, migrate, session_factory, start_embedded
 from memory.store.ports import Embedder
@@ -70,6 +75,7 @@ class Conversation:
     sample_id: str
     turns: tuple[Turn, ...]
     questions: tuple[Question, ...]
+    summaries: tuple[tuple[int, str], ...] = ()  # (session number, summary)
 
 
 def parse_date(value: str) -> datetime:
@@ -107,12 +113,21 @@ def _conversation(sample: dict[str, Any]) -> Conversation:
         evidence = frozenset(ids & known)
         if evidence:
             questions.append(Question(str(qa["question"]), int(qa["category"]), evidence))
-    return Conversation(str(sample["sample_id"]), tuple(turns), tuple(questions))
+    written = sample.get("session_summary") or {}
+    summaries = tuple(
+        (n, str(written[f"session_{n}_summary"]))
+        for n in numbers
+        if written.get(f"session_{n}_summary")
+    )
+    return Conversation(str(sample["sample_id"]), tuple(turns), tuple(questions), summaries)
 
 
 async def ingest(store: SqlConversationStore, conversation: Conversation) -> int:
-    """Store every turn as an inbound message of one person; returns the person's id."""
+    """Store every turn as an inbound message of one person, and each session's summary
+    (LoCoMo's own, standing in for the one the model writes when a session ends);
+    returns the person's id."""
     user_id = 0
+    last: dict[int, tuple[int, int]] = {}  # session number: (session id, last message id)
     for turn in conversation.turns:
         inbound = await store.record_inbound(
             platform="locomo",
@@ -125,6 +140,14 @@ async def ingest(store: SqlConversationStore, conversation: Conversation) -> int
             idle_gap=timedelta(hours=2),
         )
         user_id = inbound.person.id
+        number = int(EVIDENCE_ID.fullmatch(turn.dia_id)[1])  # type: ignore[index]
+        last[number] = (inbound.session.id, inbound.message.id)
+    for number, summary in conversation.summaries:
+        if number in last:
+            session_id, through = last[number]
+            await store.save_summary(
+                user_id=user_id, session_id=session_id, summary=summary, through_id=through
+            )
     return user_id
 
 
@@ -177,53 +200,67 @@ def by_category(
 
 PLAIN = replace(DEFAULT_TUNING, coverage_weight=0.0, feedback_docs=0)
 PER_TURN = replace(PLAIN, neighbour_1=0.0, neighbour_2=0.0)
-PREVIOUS = replace(PLAIN, centre_vectors=False, message_vector_weight=0.25)
-RANKINGS: dict[str, tuple[Mode, Tuning]] = {
-    "hybrid": ("hybrid", DEFAULT_TUNING),
-    "bm25": ("text", PER_TURN),
-    "vector": ("vector", replace(DEFAULT_TUNING, centre_vectors=False)),
-    "vector-ctr": ("vector", DEFAULT_TUNING),
-    "bm25+nbrs": ("text", PLAIN),
-    "hybrid-prev": ("hybrid", PREVIOUS),
-    "hybrid-prf": ("hybrid", replace(DEFAULT_TUNING, feedback_docs=0)),
-    "hybrid-nbrs": ("hybrid", replace(DEFAULT_TUNING, neighbour_1=0.0, neighbour_2=0.0)),
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    "minilm": MiniLMEmbedder,
+    "wordllama": lambda: WordLlamaEmbedder(256),
+}
+# name: (embedder, mode, tuning); "hybrid" is the default, "previous" the one before.
+RANKINGS: dict[str, tuple[str, Mode, Tuning]] = {
+    "hybrid": ("minilm", "hybrid", DEFAULT_TUNING),
+    "bm25": ("minilm", "text", PER_TURN),
+    "vector": ("minilm", "vector", replace(DEFAULT_TUNING, centre_vectors=False)),
+    "hybrid-nosum": ("minilm", "hybrid", replace(DEFAULT_TUNING, session_weight=0.0)),
+    "hybrid-nohop": ("minilm", "hybrid", replace(DEFAULT_TUNING, entity_docs=0)),
+    "previous": ("wordllama", "hybrid", PREVIOUS_TUNING),
 }
 LEGEND = (
-    "hybrid       the default recall: RRF of centred cosine and BM25 (neighbour turns share",
-    "             text scores) plus query-term coverage, then pseudo-relevance feedback",
+    "hybrid       the default recall: MiniLM cosine, BM25 (neighbour turns share text",
+    "             scores), the time the question names, session summaries as units and",
+    "             a second hop over names, fused by RRF plus query-term coverage, with",
+    "             pseudo-relevance feedback on the second pass",
     "bm25         full text only, each turn on its own (english stems, IDF from the person)",
-    "vector       WordLlama cosine only",
-    "vector-ctr   WordLlama cosine after removing the person's mean message vector",
-    "bm25+nbrs    full text only, with the neighbour sharing",
-    "hybrid-prev  the previous default: no centring, coverage or feedback",
-    "hybrid-prf   the default without pseudo-relevance feedback",
-    "hybrid-nbrs  the default without neighbour sharing",
+    "vector       MiniLM cosine only",
+    "hybrid-nosum the default without the session-summary list",
+    "hybrid-nohop the default without the second hop over names",
+    "previous     the previous default: WordLlama vectors and the recall before issue 17",
+    "",
+    "Session summaries are LoCoMo's own, standing in for those the model writes when a",
+    "session ends.",
 )
 
 
-async def run(path: Path) -> dict[str, dict[int, list[float]]]:
-    """Ingest, evaluate every ranking in `RANKINGS`; print the report."""
+async def run(path: Path, only: Sequence[int] = ()) -> dict[str, dict[int, list[float]]]:
+    """Ingest once per embedder, evaluate every ranking in `RANKINGS`; print the report."""
     conversations = load(path)
-    embedder = WordLlamaEmbedder()
-    with tempfile.TemporaryDirectory(prefix="locomo-") as data_dir:
-        server = start_embedded(Path(data_dir))
-        engine = create_engine(server.url, pool_size=2)
-        try:
-            await migrate(engine, embedding_dim=embedder.dim)
-            sessions = session_factory(engine)
-            store = SqlConversationStore(sessions, embedder)
-            started = time.perf_counter()
-            people = [(c, await ingest(store, c)) for c in conversations]
-            ingest_seconds = time.perf_counter() - started
-            results: dict[str, dict[int, list[float]]] = {}
-            timings: dict[str, float] = {}
-            for name, (mode, tuning) in RANKINGS.items():
+    if only:
+        conversations = [conversations[i] for i in only]
+    results: dict[str, dict[int, list[float]]] = {}
+    timings: dict[str, float] = {}
+    ingest_seconds: dict[str, float] = {}
+    people: list[tuple[Conversation, int]] = []
+    for key, make in EMBEDDERS.items():
+        embedder = make()
+        names = [name for name, (used, _, _) in RANKINGS.items() if used == key]
+        with tempfile.TemporaryDirectory(prefix="locomo-") as data_dir:
+            server = start_embedded(Path(data_dir))
+            engine = create_engine(server.url, pool_size=2)
+            try:
+                await migrate(engine, embedding_dim=embedder.dim)
+                sessions = session_factory(engine)
+                store = SqlConversationStore(sessions, embedder)
                 started = time.perf_counter()
-                results[name] = await evaluate(sessions, embedder, people, mode=mode, tuning=tuning)
-                timings[name] = time.perf_counter() - started
-        finally:
-            await engine.dispose()
-            server.stop()
+                people = [(c, await ingest(store, c)) for c in conversations]
+                ingest_seconds[key] = time.perf_counter() - started
+                for name in names:
+                    _, mode, tuning = RANKINGS[name]
+                    started = time.perf_counter()
+                    results[name] = await evaluate(
+                        sessions, embedder, people, mode=mode, tuning=tuning
+                    )
+                    timings[name] = time.perf_counter() - started
+            finally:
+                await engine.dispose()
+                server.stop()
     _report(people, results, timings, ingest_seconds)
     out = os.environ.get(OUT_ENV)
     if out:
@@ -232,11 +269,12 @@ async def run(path: Path) -> dict[str, dict[int, list[float]]]:
 
 
 def write_curves(directory: Path, results: dict[str, dict[int, list[float]]]) -> Path:
-    """`locomo_recall.json` in `directory`: mean recall@1..20 of hybrid, bm25 and vector."""
+    """`locomo_recall.json` in `directory`: mean recall@1..20 of four rankings."""
     directory.mkdir(parents=True, exist_ok=True)
     curves = {
         name: {str(k): round(mean(results[name][k]), 4) for k in CURVE}
-        for name in ("hybrid", "bm25", "vector")
+        for name in ("hybrid", "bm25", "vector", "previous")
+        if name in results
     }
     path = directory / OUT_FILE
     path.write_text(json.dumps({"recall_at_k": curves}, indent=2) + "\n", encoding="utf-8")
@@ -247,12 +285,13 @@ def _report(
     people: Sequence[tuple[Conversation, int]],
     results: dict[str, dict[int, list[float]]],
     timings: dict[str, float],
-    ingest_seconds: float,
+    ingest_seconds: dict[str, float],
 ) -> None:
     turns = sum(len(c.turns) for c, _ in people)
     questions = sum(len(c.questions) for c, _ in people)
+    took = ", ".join(f"{key} {seconds:.1f} s" for key, seconds in ingest_seconds.items())
     print(f"LoCoMo evidence recall: {len(people)} conversations, {turns} turns stored through")
-    print(f"record_inbound in {ingest_seconds:.1f} s; {questions} questions (categories 1-4),")
+    print(f"record_inbound ({took}); {questions} questions (categories 1-4),")
     print("each asked through recall() over that person's messages only.")
     print()
     print(f"{'ranking':<13}" + "".join(f"{'R@' + str(k):>8}" for k in CUTOFFS) + "  ms/query")
@@ -265,20 +304,46 @@ def _report(
         cats = by_category(people, scores[10])
         print(f"{name:<13}" + "".join(f"  {c}: {v:.3f}" for c, v in cats.items()))
     print()
+    print("R@10 by conversation:")
+    print(f"{'ranking':<13}" + "".join(f"{c.sample_id:>9}" for c, _ in people))
+    for name, scores in results.items():
+        per = by_conversation(people, scores[10])
+        print(f"{name:<13}" + "".join(f"{v:9.3f}" for v in per))
+    print()
     print("\n".join(LEGEND))
     print()
     hybrid = results["hybrid"]
     for k in CUTOFFS:
         print(f"figure locomo_recall_at_{k} {mean(hybrid[k]):.3f} ratio")
+    cats = by_category(people, hybrid[10])
+    for c in (1, 3):
+        print(f"figure locomo_recall_at_10_category_{c} {cats[c]:.3f} ratio")
     print(f"figure locomo_bm25_recall_at_10 {mean(results['bm25'][10]):.3f} ratio")
     print(f"figure locomo_vector_recall_at_10 {mean(results['vector'][10]):.3f} ratio")
+    print(f"figure locomo_previous_recall_at_10 {mean(results['previous'][10]):.3f} ratio")
+
+
+def by_conversation(people: Sequence[tuple[Conversation, int]], scores: list[float]) -> list[float]:
+    """Mean recall per conversation, in order."""
+    out, start = [], 0
+    for conversation, _ in people:
+        end = start + len(conversation.questions)
+        out.append(mean(scores[start:end]))
+        start = end
+    return out
 
 
 def main(argv: Sequence[str] = sys.argv[1:]) -> None:
     """Run the benchmark on the given file or the shared dev split."""
-    path = Path(argv[0]) if argv else DEFAULT_PATH
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH)
+    parser.add_argument(
+        "--only", default="", help="comma-separated conversation indexes (0-based) to run"
+    )
+    args = parser.parse_args(argv)
+    only = [int(i) for i in args.only.split(",") if i.strip()]
     configure_logging("WARNING")
-    asyncio.run(run(path.resolve()))
+    asyncio.run(run(args.path.resolve(), only))
 
 
 if __name__ == "__main__":

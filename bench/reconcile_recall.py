@@ -2,7 +2,7 @@
 
 Every case of the hand-written corpus (tests/data/corrections.json) becomes one person
 with realistic memories (their own plus a shared background of important ones) who says
-one thing; `extract_session` then runs for real (PostgreSQL, the default WordLlama
+one thing; `extract_session` then runs for real (PostgreSQL, the default MiniLM
 embedder, the real prompt and reconcile path) with a scripted fast model that answers
 correctly from the labels shown to it. Measured per case: whether the memory it corrects
 (or rewords, or must leave alone) was in the prompt's <remembered> block, and what the
@@ -33,7 +33,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.logs import configure_logging
 from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import KNOWN_IN_PROMPT, extract_session
-from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.embeddings import RecentEmbeddings
+from memory.recall.minilm import MiniLMEmbedder
 from memory.recall.relevant import relevant_memories
 from memory.store.database import create_engine, migrate, session_factory, start_embedded
 from memory.store.items import MemoryItem, content_hash
@@ -325,7 +326,7 @@ def report(results: Sequence[CaseResult], seconds: float) -> list[str]:
     labels = ("update", "same", "other_entity", "unrelated")
     lines = [
         f"Correction corpus: {len(results)} cases through extract_session on PostgreSQL "
-        f"with WordLlama in {seconds:.1f} s.",
+        f"with MiniLM in {seconds:.1f} s.",
         "",
         f"{'label':<14}{'cases':>6}{'shown':>8}{'by importance':>15}{'by candidate':>14}"
         f"{'stored right':>14}",
@@ -399,7 +400,7 @@ def load(path: Path = CORPUS) -> dict[str, Any]:
 async def run(path: Path) -> list[CaseResult]:
     """Evaluate the corpus on an embedded PostgreSQL and print the report."""
     corpus = load(path)
-    embedder = WordLlamaEmbedder()
+    embedder = RecentEmbeddings(MiniLMEmbedder(), 4096)  # each distinct text embedded once
     with tempfile.TemporaryDirectory(prefix="reconcile-") as data_dir:
         server = start_embedded(Path(data_dir))
         engine = create_engine(server.url, pool_size=CONCURRENT * 2)

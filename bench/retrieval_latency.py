@@ -5,8 +5,9 @@ to self, last summary, hybrid recall over memories and past messages) and the bu
 and `recall` alone.
 
 Loads `--people` × `--memories` memories (default 1,000 × 1,000 = 1M rows) into an
-embedded PostgreSQL with COPY: sentences from templates, real WordLlama embeddings of a
-few thousand distinct sentences reused, each person's rows arriving in rounds (as
+embedded PostgreSQL with COPY: sentences from templates, real embeddings (MiniLM, the
+default; `--embedder wordllama` for the previous one) of a few thousand distinct sentences
+reused, each person's rows arriving in rounds (as
 nightly extraction would write them) so they are spread over the table; ANALYZE, and
 time both for random people and questions (the `context_*` figures). Then it adds
 `--messages` past messages per person (default 1,000, in sessions of 20, months back),
@@ -27,7 +28,7 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,10 @@ from pgvector.asyncpg import register_vector
 from bot.logs import configure_logging
 from memory.recall.context import assemble_context
 from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.minilm import MiniLMEmbedder
 from memory.recall.retrieval import recall
 from memory.store.database import autocommit_session_factory, create_engine, migrate, start_embedded
+from memory.store.ports import Embedder
 
 ROUNDS = 20
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -209,9 +212,15 @@ def said(count: int, seed: int = 13) -> list[str]:
     return sorted(found)
 
 
+def summary_of(lines: Sequence[str]) -> str:
+    """A session summary as the model would write one: what the person talked about."""
+    return "They talked about this: " + " ".join(lines)
+
+
 async def load_messages(url: str, people: int, messages: int, pool: Any) -> None:
     """Everyone's past conversations: sessions of `PER_SESSION` messages, alternating
-    person and companion, one session a day going back in time, loaded round by round."""
+    person and companion, one session a day going back in time, each with a summary (the
+    session units recall ranks), loaded round by round."""
     texts, vectors = pool
     conn = await asyncpg.connect(url)
     try:
@@ -222,19 +231,22 @@ async def load_messages(url: str, people: int, messages: int, pool: Any) -> None
         sessions = max(1, messages // PER_SESSION)
         for day in range(sessions):
             started = NOW - timedelta(days=sessions - day)
+            picks = [[rng.randrange(len(texts)) for _ in range(PER_SESSION)] for _ in ids]
+            summaries = [summary_of([texts[p] for p in chosen[:6:2]]) for chosen in picks]
             session_ids = [
                 r["id"]
                 for r in await conn.fetch(
-                    "INSERT INTO sessions (user_id, started_at, last_message_at, closed_at) "
-                    "SELECT u, $2, $2, $2 FROM unnest($1::bigint[]) AS u RETURNING id",
+                    "INSERT INTO sessions (user_id, started_at, last_message_at, closed_at, "
+                    "summary) SELECT u, $2, $2, $2, s "
+                    "FROM unnest($1::bigint[], $3::text[]) AS x(u, s) RETURNING id",
                     ids,
                     started,
+                    summaries,
                 )
             ]
             records = []
-            for user_id, session_id in zip(ids, session_ids, strict=True):
-                for i in range(PER_SESSION):
-                    pick = rng.randrange(len(texts))
+            for user_id, session_id, chosen in zip(ids, session_ids, picks, strict=True):
+                for i, pick in enumerate(chosen):
                     role = "user" if i % 2 == 0 else "assistant"
                     at = started + timedelta(minutes=i)
                     records.append(
@@ -258,9 +270,10 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 
 
 async def measure(
-    url: str, people: int, turns: int, embedder: WordLlamaEmbedder
-) -> tuple[list[float], list[float]]:
-    """Milliseconds per context assembly and per `recall`, after a warm-up."""
+    url: str, people: int, turns: int, embedder: Embedder
+) -> tuple[list[float], list[float], list[float]]:
+    """Milliseconds per context assembly, per `recall` and per query embedding alone,
+    after a warm-up."""
     engine = create_engine(url, pool_size=4)
     sessions = autocommit_session_factory(engine)
     rng = random.Random(5)
@@ -268,6 +281,7 @@ async def measure(
         first = int((await conn.exec_driver_sql("SELECT min(id) FROM users")).scalar_one())
     contexts: list[float] = []
     recalls: list[float] = []
+    embeds: list[float] = []
     try:
         for turn in range(turns + 20):
             user_id = first + rng.randrange(people)
@@ -284,17 +298,26 @@ async def measure(
             )
             middle = time.perf_counter()
             await recall(sessions, embedder, user_id=user_id, query=query, k=8, now=NOW)
+            after = time.perf_counter()
+            await embedder.embed([query])
             if turn >= 20:
                 contexts.append((middle - started) * 1000)
-                recalls.append((time.perf_counter() - middle) * 1000)
+                recalls.append((after - middle) * 1000)
+                embeds.append((time.perf_counter() - after) * 1000)
     finally:
         await engine.dispose()
-    return contexts, recalls
+    return contexts, recalls, embeds
 
 
-async def run(people: int, memories: int, messages: int, turns: int) -> None:
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    "minilm": MiniLMEmbedder,  # the default
+    "wordllama": WordLlamaEmbedder,  # the previous default
+}
+
+
+async def run(people: int, memories: int, messages: int, turns: int, embedder_name: str) -> None:
     """Load, measure and print the report."""
-    embedder = WordLlamaEmbedder()
+    embedder = EMBEDDERS[embedder_name]()
     texts = sentences(3000)
     pool = (texts, list(await embedder.embed(texts)))
     lines = said(3000)
@@ -317,11 +340,15 @@ async def run(people: int, memories: int, messages: int, turns: int) -> None:
                 phases["history"] = await measure(server.url, people, turns, embedder)
         finally:
             server.stop()
-    report(people, memories, messages, phases)
+    report(people, memories, messages, phases, embedder.name)
 
 
 def report(
-    people: int, memories: int, messages: int, phases: dict[str, tuple[list[float], list[float]]]
+    people: int,
+    memories: int,
+    messages: int,
+    phases: dict[str, tuple[list[float], list[float], list[float]]],
+    embedder: str,
 ) -> None:
     """Print both measurements, then the figures: the issue's configuration (memories
     only) as `context_*`, and with every person's conversation history as `*_history_*`."""
@@ -330,7 +357,8 @@ def report(
         "history": f"the same, and {messages:,} past messages each (recall reads them too)",
     }
     figures = []
-    for phase, (contexts, recalls) in phases.items():
+    print(f"\nembedder: {embedder}")
+    for phase, (contexts, recalls, embeds) in phases.items():
         c50, c95, c99 = (percentile(contexts, f) for f in (0.50, 0.95, 0.99))
         r95 = percentile(recalls, 0.95)
         print(f"\n{labels[phase]}: {len(contexts)} turns")
@@ -343,6 +371,10 @@ def report(
             f"  recall alone (k=8): mean {statistics.fmean(recalls):.1f} ms, "
             f"p50 {percentile(recalls, 0.5):.1f}, p95 {r95:.1f}"
         )
+        print(
+            f"  the query's embedding alone: p50 {percentile(embeds, 0.5):.1f} ms, "
+            f"p95 {percentile(embeds, 0.95):.1f}"
+        )
         suffix = "" if phase == "memories" else "_history"
         figures += [
             f"figure context{suffix}_p50 {c50:.1f} ms",
@@ -354,7 +386,7 @@ def report(
     if out:
         data = {
             "latencies_ms": {
-                f"context_{phase}": contexts for phase, (contexts, _) in phases.items()
+                f"context_{phase}": contexts for phase, (contexts, _, _) in phases.items()
             }
         }
         (Path(out) / "retrieval_latency.json").write_text(json.dumps(data))
@@ -369,9 +401,10 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--turns", type=int, default=500)
+    parser.add_argument("--embedder", choices=sorted(EMBEDDERS), default="minilm")
     args = parser.parse_args()
     configure_logging("WARNING")
-    asyncio.run(run(args.people, args.memories, args.messages, args.turns))
+    asyncio.run(run(args.people, args.memories, args.messages, args.turns, args.embedder))
 
 
 if __name__ == "__main__":

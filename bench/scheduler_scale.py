@@ -47,7 +47,7 @@ from bot.timing import next_checkin
 from memory.store.database import create_engine, migrate, start_embedded
 from memory.store.ports import Vector
 
-DIM = 256
+DIM = 384  # the default embedder's width (Settings.embedding_dim)
 POOL = 4096
 PATROL_AT = datetime(2026, 11, 4, 2, 30, tzinfo=UTC)  # 03:30 in Copenhagen
 DISPATCH_AT = datetime(2026, 11, 4, 8, 0, 30, tzinfo=UTC)  # 09:00:30 in Copenhagen (CET)

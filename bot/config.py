@@ -59,8 +59,8 @@ class Settings(BaseSettings):
     # Memory
     memory_budget_tokens: int = Field(1500, ge=200)
     extract_every_n_messages: int = Field(8, ge=1)
-    embedding_provider: Literal["wordllama", "voyage", "openai"] = "wordllama"
-    embedding_dim: int = Field(256, ge=16, le=4096)
+    embedding_provider: Literal["minilm", "wordllama", "voyage", "openai"] = "minilm"
+    embedding_dim: int = Field(384, ge=16, le=4096)
     voyage_api_key: SecretStr | None = Field(None, validation_alias="VOYAGE_API_KEY")
     voyage_model: str = "voyage-3.5-lite"
     openai_embedding_model: str = "nomic-embed-text"

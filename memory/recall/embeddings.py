@@ -1,5 +1,6 @@
-"""Embedders: WordLlama (offline, the default) and Voyage (hosted, optional); the
-OpenAI-compatible one (`memory.recall.openai_embeddings`) is built here too.
+"""Embedders: WordLlama (offline static word vectors, selectable) and Voyage (hosted,
+optional); the default MiniLM (`memory.recall.minilm`) and the OpenAI-compatible one
+(`memory.recall.openai_embeddings`) are built here too.
 
 All satisfy the `Embedder` port: `await embed(texts)` returns one L2-normalised
 float32 row per text. Errors a caller may meet are drawn here:
@@ -274,8 +275,13 @@ def build_embedder(
     openai_base_url: str | None = None,
     openai_api_key: str | None = None,
 ) -> Embedder:
-    """The configured embedder: `wordllama` (default, offline), `voyage` (needs a key) or
-    `openai` (any OpenAI-compatible `/embeddings` server, e.g. Ollama)."""
+    """The configured embedder: `minilm` (default, offline), `wordllama` (offline, static
+    word vectors), `voyage` (needs a key) or `openai` (any OpenAI-compatible
+    `/embeddings` server, e.g. Ollama)."""
+    if provider == "minilm":
+        from memory.recall.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder(dim)
     if provider == "wordllama":
         return WordLlamaEmbedder(dim)
     if provider == "voyage":
@@ -287,5 +293,6 @@ def build_embedder(
 
         return OpenAICompatibleEmbedder(openai_model, dim, openai_base_url, openai_api_key)
     raise ValueError(
-        f"unknown embedding provider: {provider!r} (use 'wordllama', 'voyage' or 'openai')"
+        f"unknown embedding provider: {provider!r} "
+        "(use 'minilm', 'wordllama', 'voyage' or 'openai')"
     )

@@ -1,18 +1,22 @@
 """Hybrid recall: what this person said or what is remembered about them, for one query.
 
-One SQL statement ranks the person's own rows two ways, exactly (no approximate index):
-pgvector cosine similarity and BM25 over the english tsvector, with IDF taken from the
-person's own rows and OR semantics over the query's stemmed, stop-word-free terms. A
-message's scores also borrow from its neighbours in the same session, because a reply
-("yes, it went great") is about what the turn before it said. Message cosines are taken
-after removing the mean vector of the person's latest messages (static word embeddings
-share a large common direction, e.g. the speaker's name on every turn), and every row
-also reports its coverage: the IDF-weighted share of the query's terms found in it (and,
-for a message, in the turns either side). Python then fuses the ranks by reciprocal rank
-plus coverage, weights memories by importance, confidence and recency, and puts the
-conversation log below memories. Finally, pseudo-relevance feedback: the best few
-messages lend their most distinctive terms to the query at a lower weight and the
-statement runs once more.
+One SQL statement ranks the person's own rows, exactly (no approximate index), in up to
+five lists: pgvector cosine similarity; BM25 over the english tsvector, with IDF taken
+from the person's own rows and OR semantics over the query's stemmed, stop-word-free
+terms; the rows from the time the query names ("last summer", "in May": `when.py`), by
+cosine; for a message, its session, by BM25 of the session's summary among the
+person's summaries (the best sessions' turns all become candidates: a summary is a unit
+of recall beside single turns); and, on the second pass, the messages using names the
+first pass's best messages used (`entities.py`: the second hop). A message's text
+scores also borrow from its neighbours in the same session, because a reply ("yes, it
+went great") is about what the turn before it said. Message cosines are taken after
+removing the (shrunk) mean vector of the person's latest messages, and every row also
+reports its coverage: the IDF-weighted share of the query's terms found in it (and, for
+a message, in the turns either side). Python then fuses the ranks by weighted
+reciprocal rank plus coverage, weights memories by importance, confidence and recency,
+and puts the conversation log below memories. The second pass also adds pseudo-
+relevance feedback: the best few messages lend their most distinctive terms to the
+query at a lower weight and the statement runs once more, by words only.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 import structlog
-from sqlalchemy import BigInteger, bindparam, text, update
+from sqlalchemy import BigInteger, DateTime, bindparam, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.recall.embeddings import EmbeddingError
+from memory.recall.entities import linked_names
+from memory.recall.when import SLACK, Window, time_window
 from memory.store.binary_vector import BinaryVector
 from memory.store.ports import Embedder
 from memory.store.tables import Memory
@@ -47,10 +53,11 @@ class Tuning:
     """The knobs of ranking and fusion; message defaults measured on LoCoMo (bench/)."""
 
     rrf_k: float = 60.0
-    min_similarity: float = 0.2  # cosine below this is not a vector match at all
+    min_similarity: float = 0.2  # a message's cosine below this is not a vector match at all
+    memory_min_similarity: float = 0.3  # a memory's (MiniLM's scale; WordLlama's was 0.2)
     text_weight: float = 1.0
     memory_vector_weight: float = 1.0
-    message_vector_weight: float = 0.35
+    message_vector_weight: float = 1.0  # MiniLM; WordLlama's static vectors measured best at 0.35
     message_weight: float = 0.6
     neighbour_1: float = 0.5
     neighbour_2: float = 0.25
@@ -66,9 +73,23 @@ class Tuning:
     feedback_docs: int = 4  # pseudo-relevance feedback from this many best messages; 0 = off
     feedback_terms: int = 10
     feedback_weight: float = 0.2  # of the best expansion term, relative to a query term
+    window_weight: float = 1.0  # rows from the time the query names ("last summer"); 0 = off
+    session_weight: float = 1.0  # a turn's session, by how well its summary matches; 0 = off
+    session_units: int = 3  # every turn of this many best-matching sessions is a candidate
+    entity_docs: int = 3  # the second hop follows names in this many best messages; 0 = off
+    entity_names: int = 6
+    entity_weight: float = 0.5  # messages ranked by the names so found, as one more list
 
 
 DEFAULT_TUNING = Tuning()
+# The default before MiniLM, kept for the bench's "previous" column.
+PREVIOUS_TUNING = Tuning(
+    message_vector_weight=0.35,
+    memory_min_similarity=0.2,
+    window_weight=0.0,
+    session_weight=0.0,
+    entity_docs=0,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +129,9 @@ class Candidate:
     role: str | None = None
     platform_message_id: str | None = None
     coverage: float = 0.0
+    window_rank: int | None = None  # among rows from the time the query names, by cosine
+    session_rank: int | None = None  # its session's summary among the person's summaries
+    entity_rank: int | None = None  # by the names it shares with the first hop's best rows
 
 
 def rrf_score(ranks: Iterable[tuple[int | None, float]], k: float) -> float:
@@ -138,6 +162,10 @@ def fused_score(candidate: Candidate, *, mode: Mode, tuning: Tuning, now: dateti
         lists.append((candidate.vector_rank, weight if mode == "hybrid" else 1.0))
     if mode in ("hybrid", "text"):
         lists.append((candidate.text_rank, tuning.text_weight))
+    if mode == "hybrid":
+        lists.append((candidate.window_rank, tuning.window_weight))
+        lists.append((candidate.session_rank, tuning.session_weight))
+        lists.append((candidate.entity_rank, tuning.entity_weight))
     score = rrf_score(lists, tuning.rrf_k)
     if score > 0.0 and mode != "vector":
         score += tuning.coverage_weight * candidate.coverage / (tuning.rrf_k + 1)
@@ -195,23 +223,27 @@ def clean_query(query: str) -> str:
 # weighted `:fb_weight` relative to the best of them, and drops the rest.
 _QUERY = r"""
 q_terms AS MATERIALIZED (
-    SELECT coalesce(array_agg(DISTINCT lexeme), '{}') AS lexemes
-    FROM unnest(to_tsvector('english', :qtext))
+    SELECT lexemes, ARRAY(SELECT DISTINCT e.lexeme
+                          FROM unnest(to_tsvector('english', :entities)) AS e
+                          WHERE e.lexeme <> ALL (lexemes)) AS ent_lexemes
+    FROM (SELECT coalesce(array_agg(DISTINCT lexeme), '{}') AS lexemes
+          FROM unnest(to_tsvector('english', :qtext))) AS asked
 ),
 fb_terms AS MATERIALIZED (
     SELECT t.lexeme, sum(coalesce(cardinality(t.positions), 1)
                          / CAST(greatest(length(f.tsv), 1) AS float8)) AS tfn
     FROM messages AS f CROSS JOIN q_terms AS qt CROSS JOIN LATERAL unnest(f.tsv) AS t
     WHERE f.user_id = :uid AND f.id = ANY (:feedback) AND t.lexeme <> ALL (qt.lexemes)
-      AND f.status NOT IN ('apology', 'forgotten', 'command')
+      AND t.lexeme <> ALL (qt.ent_lexemes) AND f.status NOT IN ('apology', 'forgotten', 'command')
     GROUP BY t.lexeme
 ),
 q AS MATERIALIZED (
-    SELECT CAST(:qvec AS vector) AS vec, lexemes, all_lexemes,
+    SELECT CAST(:qvec AS vector) AS vec, lexemes, ent_lexemes, all_lexemes,
            CAST(nullif(array_to_string(ARRAY(
                SELECT '''' || replace(replace(l, '\', '\\'), '''', '''''') || ''''
                FROM unnest(all_lexemes) AS l), ' | '), '') AS tsquery) AS any_term
-    FROM (SELECT lexemes, lexemes || ARRAY(SELECT lexeme FROM fb_terms) AS all_lexemes
+    FROM (SELECT lexemes, ent_lexemes,
+                 lexemes || ent_lexemes || ARRAY(SELECT lexeme FROM fb_terms) AS all_lexemes
           FROM q_terms) AS qa
 )"""
 
@@ -229,7 +261,7 @@ _BM25 = """
     WHERE d.tsv @@ q.any_term
 ),
 {p}_idf AS (
-    SELECT l AS lexeme, l = ANY (q.lexemes) AS original,
+    SELECT l AS lexeme, l = ANY (q.lexemes) AS original, l = ANY (q.ent_lexemes) AS entity,
            ln(1 + (s.n - coalesce(f.df, 0) + 0.5) / (coalesce(f.df, 0) + 0.5)) AS idf
     FROM q CROSS JOIN unnest(q.all_lexemes) AS l CROSS JOIN {p}_stats AS s
     LEFT JOIN (SELECT lexeme, count(*) AS df FROM {p}_hits GROUP BY lexeme) AS f
@@ -239,13 +271,19 @@ _BM25 = """
     SELECT i.lexeme, i.idf, fb.tfn * i.idf AS strength,
            row_number() OVER (ORDER BY fb.tfn * i.idf DESC, i.lexeme) AS place
     FROM {p}_idf AS i JOIN fb_terms AS fb USING (lexeme)
-    WHERE NOT i.original
+    WHERE NOT i.original AND NOT i.entity
 ),
 {p}_weights AS (
     SELECT lexeme, idf, CAST(1 AS float8) AS weight FROM {p}_idf WHERE original
     UNION ALL
     SELECT lexeme, idf, CAST(:fb_weight AS float8) * strength / max(strength) OVER ()
     FROM {p}_expansion WHERE place <= :fb_terms
+),
+{p}_linked AS (
+    SELECT h.id, row_number() OVER (ORDER BY sum(i.idf) DESC, h.id DESC) AS erank
+    FROM {p}_hits AS h JOIN {p}_idf AS i USING (lexeme)
+    WHERE i.entity
+    GROUP BY h.id
 ),
 {p}_bm25 AS (
     SELECT h.id,
@@ -277,7 +315,8 @@ m_centre AS MATERIALIZED (
 
 _MESSAGE_DOCS = """
 m_docs AS MATERIALIZED (
-    SELECT m.id, m.session_id, m.tsv{doc_vectors}
+    SELECT m.id, m.session_id, m.tsv,
+           coalesce(m.created_at >= :w_start AND m.created_at < :w_end, false) AS inw{doc_vectors}
     FROM messages AS m{doc_joins}
     WHERE m.user_id = :uid AND m.status NOT IN ('apology', 'forgotten', 'command')
       AND m.session_id IS DISTINCT FROM CAST(:exclude_session AS bigint)
@@ -285,12 +324,12 @@ m_docs AS MATERIALIZED (
 
 _MESSAGE_RANKS = """,
 m_scored AS (
-    SELECT d.id, d.session_id,{scored_vectors}
+    SELECT d.id, d.session_id, d.inw,{scored_vectors}
            coalesce(b.score, 0) AS t, coalesce(b.matched, '{{}}') AS matched
     FROM m_docs AS d LEFT JOIN m_bm25 AS b USING (id){scored_joins}
 ),
 m_spread AS (
-    SELECT id,{spread_vectors} matched,
+    SELECT id, session_id, inw,{spread_vectors} matched,
            lag(matched, 1, '{{}}') OVER w || lead(matched, 1, '{{}}') OVER w AS near,
            t + CAST(:n1 AS float8) * (coalesce(lag(t, 1) OVER w, 0)
                                       + coalesce(lead(t, 1) OVER w, 0))
@@ -299,13 +338,14 @@ m_spread AS (
     FROM m_scored WINDOW w AS (PARTITION BY session_id ORDER BY id)
 ),
 m_ranked AS (
-    SELECT id, {vrank} AS vrank,
+    SELECT id, {vrank} AS vrank, {wrank} AS wrank, sr.srank, ml.erank,
            CASE WHEN t > 0 THEN row_number() OVER (ORDER BY t DESC, id DESC) END AS trank,
            matched || near AS window_terms
-    FROM m_spread CROSS JOIN m_stats AS s
+    FROM m_spread LEFT JOIN s_ranked AS sr USING (session_id) LEFT JOIN m_linked AS ml USING (id)
+    CROSS JOIN m_stats AS s
 ),
 m_top AS MATERIALIZED (
-    SELECT r.id, r.vrank, r.trank,
+    SELECT r.id, r.vrank, r.trank, r.wrank, r.srank, r.erank,
            coalesce((SELECT sum(i.idf) FROM m_idf AS i
                      WHERE i.original AND i.lexeme = ANY (r.window_terms)), 0) / qi.total
                AS coverage
@@ -325,7 +365,9 @@ _WITH_VECTORS = {
     "spread_vectors": " v, cv,",
     "vrank": """CASE WHEN v >= s.min_sim
                 THEN row_number() OVER (ORDER BY v >= s.min_sim DESC, cv DESC, id DESC) END""",
-    "kept": "r.vrank <= :n OR r.trank <= :n",
+    "wrank": """CASE WHEN inw
+                THEN row_number() OVER (ORDER BY inw DESC, cv DESC, id DESC) END""",
+    "kept": "r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n OR r.srank <= :s_top",
 }
 _WORDS_ONLY = {
     "doc_vectors": "",
@@ -334,8 +376,26 @@ _WORDS_ONLY = {
     "scored_joins": "",
     "spread_vectors": "",
     "vrank": "CAST(NULL AS bigint)",
-    "kept": "r.trank <= :n OR r.id = ANY (:also)",
+    "wrank": "CAST(NULL AS bigint)",
+    "kept": "r.trank <= :n OR r.srank <= :s_top OR r.erank <= :n OR r.id = ANY (:also)",
 }
+
+
+# Session summaries as units: BM25 over the person's summaries (IDF from them), each
+# summary's rank lent to the turns of its session as one more ranked list.
+_SUMMARIES = (
+    """,
+s_docs AS MATERIALIZED (
+    SELECT s.id, s.summary_tsv AS tsv FROM sessions AS s
+    WHERE s.user_id = :uid AND s.summary <> ''
+),"""
+    + _BM25.format(p="s")
+    + """,
+s_ranked AS (
+    SELECT id AS session_id, row_number() OVER (ORDER BY score DESC, id DESC) AS srank
+    FROM s_bm25 WHERE score > 0
+)"""
+)
 
 
 def _messages_sql(*, vectors: bool) -> str:
@@ -347,6 +407,7 @@ def _messages_sql(*, vectors: bool) -> str:
         (_MESSAGE_CENTRE if vectors else "")
         + _MESSAGE_DOCS.format(**parts)
         + _BM25.format(p="m")
+        + _SUMMARIES
         + _MESSAGE_RANKS.format(**parts)
     )
 
@@ -354,7 +415,9 @@ def _messages_sql(*, vectors: bool) -> str:
 _MEMORIES = (
     """
 k_docs AS MATERIALIZED (
-    SELECT k.id, k.tsv, coalesce(1 - (k.embedding <=> q.vec), -1) AS v
+    SELECT k.id, k.tsv, coalesce(1 - (k.embedding <=> q.vec), -1) AS v,
+           coalesce(coalesce(k.event_at, k.created_at) >= :w_start
+                    AND coalesce(k.event_at, k.created_at) < :w_end, false) AS inw
     FROM memories AS k CROSS JOIN q
     WHERE k.user_id = :uid AND k.valid_until IS NULL AND k.status IN ('active', 'dying')
 ),"""
@@ -362,10 +425,12 @@ k_docs AS MATERIALIZED (
     + """,
 k_ranked AS (
     SELECT d.id,
-           CASE WHEN d.v >= s.min_sim
+           CASE WHEN d.v >= CAST(:k_min_sim AS float8)
                 THEN row_number() OVER (ORDER BY d.v DESC, d.id DESC) END AS vrank,
            CASE WHEN b.score > 0
                 THEN row_number() OVER (ORDER BY coalesce(b.score, 0) DESC, d.id DESC) END AS trank,
+           CASE WHEN d.inw
+                THEN row_number() OVER (ORDER BY d.inw DESC, d.v DESC, d.id DESC) END AS wrank,
            coalesce((SELECT sum(i.idf) FROM k_idf AS i
                      WHERE i.original AND i.lexeme = ANY (b.matched)) / qi.total, 0) AS coverage
     FROM k_docs AS d LEFT JOIN k_bm25 AS b USING (id) CROSS JOIN k_stats AS s
@@ -375,6 +440,7 @@ k_ranked AS (
 
 _SELECT_MESSAGES = """
 SELECT 'message' AS kind, m.id, r.vrank AS vector_rank, r.trank AS text_rank,
+       r.wrank AS window_rank, r.srank AS session_rank, r.erank AS entity_rank,
        m.content, m.created_at,
        NULL::int AS short_id, NULL AS tier, NULL AS category, NULL::float AS importance,
        NULL::float AS confidence, NULL::timestamptz AS event_at, m.role, m.platform_message_id,
@@ -385,11 +451,12 @@ FROM m_top AS r CROSS JOIN LATERAL (
 
 _SELECT_MEMORIES = """
 SELECT 'memory' AS kind, k.id, r.vrank AS vector_rank, r.trank AS text_rank,
+       r.wrank AS window_rank, NULL::bigint AS session_rank, NULL::bigint AS entity_rank,
        k.content, k.created_at,
        k.short_id, k.tier, k.category, k.importance, k.confidence, k.event_at,
        NULL AS role, NULL AS platform_message_id, CAST(r.coverage AS float8) AS coverage
 FROM k_ranked AS r JOIN memories AS k ON k.id = r.id
-WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n)"""
+WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n)"""
 
 
 @functools.cache
@@ -406,6 +473,8 @@ def _statement(*, messages: bool, memories: bool, dim: int, message_vectors: boo
     binds = [
         bindparam("qvec", type_=BinaryVector(dim)),
         bindparam("feedback", type_=ARRAY(BigInteger)),
+        bindparam("w_start", type_=DateTime(timezone=True)),
+        bindparam("w_end", type_=DateTime(timezone=True)),
     ]
     if messages and not message_vectors:
         binds.append(bindparam("also", type_=ARRAY(BigInteger)))
@@ -425,6 +494,8 @@ async def candidates(
     tuning: Tuning = DEFAULT_TUNING,
     feedback_message_ids: Collection[int] = (),
     words_only_keeping: Collection[int] | None = None,
+    window: Window | None = None,
+    names: Sequence[str] = (),
 ) -> list[Candidate]:
     """The person's best `per_list` rows by vector and by text, with both ranks; one query.
 
@@ -432,6 +503,9 @@ async def candidates(
     their most distinctive terms to the query, per `tuning.feedback_terms`/`_weight`.
     With `words_only_keeping`, messages are ranked by words alone (no vector rank), and
     the messages it names are returned with their word ranks whatever those are.
+    Rows from `window` (by message time, or a memory's event time) are ranked by cosine
+    as a third list; the sessions by their summaries as a fourth; with `names`, the
+    messages by the names they use as a fifth.
     """
     if not (messages or memories):
         return []
@@ -449,23 +523,28 @@ async def candidates(
         "n": per_list,
         "k1": tuning.bm25_k1,
         "min_sim": tuning.min_similarity,
+        "k_min_sim": tuning.memory_min_similarity,
         "b": tuning.bm25_b,
         "n1": tuning.neighbour_1,
         "n2": tuning.neighbour_2,
         "feedback": sorted({int(i) for i in feedback_message_ids}),
         "fb_terms": max(0, tuning.feedback_terms),
         "fb_weight": tuning.feedback_weight,
+        "entities": clean_query(" ".join(names)),
+        "s_top": tuning.session_units if tuning.session_weight > 0 else 0,
         "centre": 1.0 if tuning.centre_vectors else 0.0,
         "centre_prior": max(0.0, tuning.centre_prior),
         "centre_window": max(1, tuning.centre_window),
+        "w_start": window.start if window else None,
+        "w_end": window.end + SLACK if window else None,
     }
     if words_only_keeping is not None:
         params |= {"also": sorted({int(i) for i in words_only_keeping})}
-    unused: tuple[str, ...] = ()
+    unused: tuple[str, ...] = () if memories else ("k_min_sim",)
     if not messages:
-        unused = ("exclude_session", "n1", "n2", "centre", "centre_prior", "centre_window")
+        unused = ("exclude_session", "n1", "n2", "centre", "centre_prior", "centre_window", "s_top")
     elif words_only_keeping is not None:
-        unused = ("centre", "centre_prior", "centre_window")
+        unused += ("centre", "centre_prior", "centre_window")
     params = {key: v for key, v in params.items() if key not in unused}
     async with sessions() as db:
         rows = (await db.execute(statement, params)).mappings().all()
@@ -490,6 +569,7 @@ async def recall(
     cleaned = clean_query(query)
     if k <= 0 or not cleaned.strip() or not (include_messages or include_memories):
         return []
+    window = time_window(cleaned, now) if tuning.window_weight > 0 else None
     try:
         vector = [float(x) for x in (await embedder.embed([cleaned]))[0]]
     except EmbeddingError as exc:
@@ -504,6 +584,7 @@ async def recall(
         keeping: Collection[int] | None = None,
         *,
         messages: bool = include_messages,
+        names: Sequence[str] = (),
     ) -> list[Candidate]:
         return await candidates(
             sessions,
@@ -517,6 +598,8 @@ async def recall(
             tuning=tuning,
             feedback_message_ids=feedback,
             words_only_keeping=keeping,
+            window=window,
+            names=names,
         )
 
     found = await _first_pass(ranked, include_messages, include_memories)
@@ -526,11 +609,12 @@ async def recall(
     if feedback:
         # The expanded query re-ranks messages by words; their vector ranks and the
         # memories' ranks are the first pass's.
-        by_vector = {c.id: c.vector_rank for c in found if c.kind == "message" and c.vector_rank}
+        first = {c.id: c for c in found if c.kind == "message"}
         width = max(tuning.candidates, k)
-        again = await ranked(feedback, False, [i for i, r in by_vector.items() if r <= width])
+        keep = [i for i, c in first.items() if min(_ranks(c)) <= width]
+        again = await ranked(feedback, False, keep, names=second_hop_names(result, cleaned, tuning))
         found = [c for c in found if c.kind == "memory"] + [
-            replace(c, vector_rank=by_vector.get(c.id)) for c in again
+            _with_first_ranks(c, first.get(c.id)) for c in again
         ]
         result = fuse(found, k=k, mode=mode, tuning=tuning, now=now)
     log.debug(
@@ -541,6 +625,26 @@ async def recall(
         returned=min(k, len(result)),
     )
     return result[:k]
+
+
+def second_hop_names(ranked: Sequence[Recalled], query: str, tuning: Tuning) -> list[str]:
+    """Names in the best first-hop messages that the query does not use."""
+    if tuning.entity_docs <= 0 or tuning.entity_weight <= 0:
+        return []
+    best = [r.content for r in ranked if r.kind == "message"][: tuning.entity_docs]
+    return linked_names(best, query, limit=tuning.entity_names)
+
+
+def _ranks(c: Candidate) -> tuple[int, ...]:
+    """The vector and window ranks a row has (a large one when it has neither)."""
+    return tuple(r for r in (c.vector_rank, c.window_rank) if r is not None) or (1 << 30,)
+
+
+def _with_first_ranks(c: Candidate, first: Candidate | None) -> Candidate:
+    """A feedback-pass row with the vector and window ranks of the first pass."""
+    if first is None:
+        return replace(c, vector_rank=None, window_rank=None)
+    return replace(c, vector_rank=first.vector_rank, window_rank=first.window_rank)
 
 
 async def _first_pass(

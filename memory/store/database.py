@@ -176,13 +176,13 @@ async def _migrate(
     await engine.dispose()
 
 
-async def migrate(engine: AsyncEngine, *, embedding_dim: int = 256) -> None:
+async def migrate(engine: AsyncEngine, *, embedding_dim: int = 384) -> None:
     """Bring the schema to the newest revision (idempotent, serialised by a lock)."""
     await _migrate(engine, command.upgrade, "head", embedding_dim)
     log.info("db.migrated")
 
 
-async def downgrade(engine: AsyncEngine, revision: str, *, embedding_dim: int = 256) -> None:
+async def downgrade(engine: AsyncEngine, revision: str, *, embedding_dim: int = 384) -> None:
     """Undo migrations down to `revision` ("base": an empty schema)."""
     await _migrate(engine, command.downgrade, revision, embedding_dim)
     log.info("db.downgraded", revision=revision)

@@ -191,6 +191,10 @@ class Session(Base):
         BigInteger, ForeignKey("imports.id", ondelete="CASCADE")
     )
     """The import this stretch of old chat came from (never a live conversation)."""
+    summary_tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english', summary)", persisted=True), **UNLOADED
+    )
+    """The summary's lexemes: recall ranks summaries as units beside single turns."""
 
 
 class Message(Base):

@@ -28,8 +28,8 @@ from memory.recall.embeddings import (
     EmbeddingRejected,
     EmbeddingUnavailable,
     RecentEmbeddings,
-    WordLlamaEmbedder,
 )
+from memory.recall.minilm import MiniLMEmbedder
 from memory.recall.openai_embeddings import OpenAICompatibleEmbedder
 from memory.recall.reembed import reembed
 from memory.store.conversations import SqlConversationStore
@@ -740,13 +740,13 @@ async def test_tool_call_ids_round_trip_when_a_tool_result_follows(
 
 @pytest.fixture
 async def restore_width(engine: AsyncEngine) -> AsyncIterator[None]:
-    """Put the vector columns back to the session's width (256) afterwards, and forget
+    """Put the vector columns back to the session's width (384) afterwards, and forget
     the embedder re-embedding recorded."""
     yield
     async with engine.begin() as conn:
         for table in ("messages", "memories"):
             await conn.exec_driver_sql(
-                f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector(256) USING NULL"
+                f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector(384) USING NULL"
             )
         await conn.exec_driver_sql("DELETE FROM embedder_identity")
 
@@ -757,7 +757,7 @@ async def test_switching_to_the_openai_embedder_needs_and_gets_a_reembed(
     clock: FakeClock,
     restore_width: None,
 ) -> None:
-    old = WordLlamaEmbedder(256)
+    old = MiniLMEmbedder()
     await check_embedder(db, old)
     store = SqlConversationStore(db, old)
     for i, line in enumerate(["I adopted a kitten", "The kitten is called Miso"]):

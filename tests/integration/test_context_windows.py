@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.care.repository import SqlMemoryRepository
 from memory.recall.context import AssembledContext, assemble_context
-from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.minilm import MiniLMEmbedder
 from memory.store.items import Candidate, MemoryItem
 from memory.store.tables import User
 from tests.conftest import FakeClock
@@ -23,12 +23,12 @@ QUERY = "what should I cook tonight?"  # unrelated to every memory below
 
 
 @pytest.fixture(scope="module")
-def embedder() -> WordLlamaEmbedder:
-    return WordLlamaEmbedder(256)
+def embedder() -> MiniLMEmbedder:
+    return MiniLMEmbedder()
 
 
 @pytest.fixture
-def repo(db: Db, embedder: WordLlamaEmbedder, clock: FakeClock) -> SqlMemoryRepository:
+def repo(db: Db, embedder: MiniLMEmbedder, clock: FakeClock) -> SqlMemoryRepository:
     return SqlMemoryRepository(db, embedder, clock)
 
 
@@ -59,7 +59,7 @@ async def fact(
 
 
 async def assemble(
-    db: Db, embedder: WordLlamaEmbedder, clock: FakeClock, user_id: int
+    db: Db, embedder: MiniLMEmbedder, clock: FakeClock, user_id: int
 ) -> AssembledContext:
     return await assemble_context(
         db,
@@ -82,7 +82,7 @@ def sections(text: str) -> dict[str, list[str]]:
 
 
 async def test_upcoming_events_are_in_context_within_fourteen_days(
-    db: Db, repo: SqlMemoryRepository, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Db, repo: SqlMemoryRepository, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     alice = await person(db)
     wedding = await event(repo, clock, alice, "The person's sister gets married in Porto", 13)
@@ -105,7 +105,7 @@ async def test_upcoming_events_are_in_context_within_fourteen_days(
 
 
 async def test_past_events_stay_in_context_for_three_days(
-    db: Db, repo: SqlMemoryRepository, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Db, repo: SqlMemoryRepository, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     alice = await person(db)
     race = await event(repo, clock, alice, "The person ran the Copenhagen half marathon", -2)
@@ -124,7 +124,7 @@ async def test_past_events_stay_in_context_for_three_days(
 
 
 async def test_core_memories_come_by_importance(
-    db: Db, repo: SqlMemoryRepository, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Db, repo: SqlMemoryRepository, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     alice = await person(db)
     for content, importance in (

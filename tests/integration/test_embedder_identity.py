@@ -21,8 +21,9 @@ from memory.store.errors import EmbedderSpec
 from tests.fakes.chat_llm import ScriptedLLM
 
 Db = async_sessionmaker[AsyncSession]
-WIDTH = 256  # what the session's migrated schema uses
-DEFAULT = EmbedderSpec("wordllama-l2_supercat-256", 256)
+WIDTH = 384  # what the session's migrated schema uses
+DEFAULT = EmbedderSpec("minilm-all-MiniLM-L6-v2-onnx-int8-384", 384)
+WORDLLAMA = {"embedding_provider": "wordllama", "embedding_dim": 256}
 
 
 @pytest.fixture
@@ -66,10 +67,10 @@ async def test_an_empty_database_records_the_configured_embedder(db: Db, setting
 @pytest.mark.parametrize(
     ("changes", "configured"),
     [
-        ({"embedding_dim": 64}, "wordllama-l2_supercat-64 (64 dimensions)"),
+        (WORDLLAMA, "wordllama-l2_supercat-256 (256 dimensions)"),
         (
             {"embedding_provider": "voyage", "voyage_api_key": "pa-test-key"},
-            "voyage-voyage-3.5-lite-256 (256 dimensions)",
+            "voyage-voyage-3.5-lite-384 (384 dimensions)",
         ),
     ],
     ids=["dimension", "provider"],
@@ -84,7 +85,8 @@ async def test_another_embedder_is_refused_naming_the_settings_and_the_reembed_c
 
     message = str(refused.value)
     assert message.startswith("COMPANION_EMBEDDING_PROVIDER / COMPANION_EMBEDDING_DIM:")
-    assert "wordllama-l2_supercat-256 (256 dimensions)" in message and configured in message
+    assert "minilm-all-MiniLM-L6-v2-onnx-int8-384 (384 dimensions)" in message
+    assert configured in message
     assert "`companion memory reembed`" in message
     assert await recorded_embedder(db) == DEFAULT
 
@@ -94,10 +96,10 @@ async def test_reembedding_records_the_new_embedder_which_then_starts(
 ) -> None:
     await start(settings())
 
-    await reembed(db, WordLlamaEmbedder(64))
+    await reembed(db, WordLlamaEmbedder(256))
 
-    assert await recorded_embedder(db) == EmbedderSpec("wordllama-l2_supercat-64", 64)
-    await start(settings(embedding_dim=64))
+    assert await recorded_embedder(db) == EmbedderSpec("wordllama-l2_supercat-256", 256)
+    await start(settings(**WORDLLAMA))
     with pytest.raises(ConfigurationError, match="companion memory reembed"):
         await start(settings())
 
@@ -109,8 +111,8 @@ async def test_a_database_without_a_record_is_checked_by_its_vector_width(
         assert await column_width(session, "memories") == WIDTH
     assert await recorded_embedder(db) is None
 
-    with pytest.raises(ConfigurationError, match=r"an unrecorded embedder \(256 dimensions\)"):
-        await start(settings(embedding_dim=128))
+    with pytest.raises(ConfigurationError, match=r"an unrecorded embedder \(384 dimensions\)"):
+        await start(settings(**WORDLLAMA))
     assert await recorded_embedder(db) is None
 
     await start(settings())

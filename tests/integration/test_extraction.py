@@ -22,7 +22,7 @@ from memory.learning.extraction import (
     extract_session,
     remember_explicit,
 )
-from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.minilm import MiniLMEmbedder
 from memory.store.items import Candidate, ExtractionOutcome
 from memory.store.tables import Message, Thread, User
 from memory.store.tables import Session as SessionRow
@@ -34,13 +34,13 @@ Db = async_sessionmaker[AsyncSession]
 
 
 @pytest.fixture(scope="session")
-def embedder() -> WordLlamaEmbedder:
+def embedder() -> MiniLMEmbedder:
     """The real offline embedder (loads in well under a second)."""
-    return WordLlamaEmbedder(256)
+    return MiniLMEmbedder()
 
 
 @pytest.fixture
-def repo(db: Db, embedder: WordLlamaEmbedder, clock: FakeClock) -> SqlMemoryRepository:
+def repo(db: Db, embedder: MiniLMEmbedder, clock: FakeClock) -> SqlMemoryRepository:
     return SqlMemoryRepository(db, embedder, clock)
 
 
@@ -137,7 +137,7 @@ def extract(
     db: Db,
     repo: SqlMemoryRepository,
     llm: FakeToolCaller,
-    embedder: WordLlamaEmbedder,
+    embedder: MiniLMEmbedder,
     clock: FakeClock,
 ) -> Pipeline:
     return Pipeline(db, repo, llm, embedder, clock)

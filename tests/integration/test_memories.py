@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.care.repository import SqlMemoryRepository
-from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.minilm import MiniLMEmbedder
 from memory.store.errors import MemoryNotFound, NothingToUndo, PinLimitReached
 from memory.store.items import Candidate, content_hash
 from memory.store.tables import Memory, MemoryEvent, User
@@ -18,14 +18,14 @@ from tests.conftest import FakeClock
 
 
 @pytest.fixture(scope="session")
-def embedder() -> WordLlamaEmbedder:
+def embedder() -> MiniLMEmbedder:
     """The real offline embedder (loads in well under a second)."""
-    return WordLlamaEmbedder(256)
+    return MiniLMEmbedder()
 
 
 @pytest.fixture
 def repo(
-    db: async_sessionmaker[AsyncSession], embedder: WordLlamaEmbedder, clock: FakeClock
+    db: async_sessionmaker[AsyncSession], embedder: MiniLMEmbedder, clock: FakeClock
 ) -> SqlMemoryRepository:
     return SqlMemoryRepository(db, embedder, clock)
 
@@ -70,7 +70,7 @@ async def test_short_ids_count_per_person_and_each_add_is_recorded(
     assert await repo.by_hash(alice, content_hash("the person is a NURSE.")) == first
     async with db() as session:
         stored = await session.scalar(select(Memory.embedding).where(Memory.id == first.id))
-    assert stored is not None and len(stored) == 256
+    assert stored is not None and len(stored) == 384
 
 
 async def test_supersede_keeps_history_and_only_the_new_version_is_live(

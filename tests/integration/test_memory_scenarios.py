@@ -12,7 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.bootstrap import Core, build_core
 from bot.config import Settings
 from bot.domain import IncomingMessage
-from memory.recall.embeddings import EmbeddingUnavailable, WordLlamaEmbedder
+from memory.recall.embeddings import EmbeddingUnavailable
+from memory.recall.minilm import MiniLMEmbedder
 from memory.recall.retrieval import recall
 from memory.store.ports import Vector
 from memory.store.tables import Memory, Message
@@ -321,7 +322,7 @@ class FlakyEmbedder:
     """The real embedder, failing like a hosted provider while `down` is set."""
 
     def __init__(self) -> None:
-        self.real = WordLlamaEmbedder()
+        self.real = MiniLMEmbedder()
         self.down = False
 
     @property

@@ -1,4 +1,5 @@
-"""Re-embedding after a dimension change: columns resized, every row embedded again."""
+"""Re-embedding after switching embedder: a WordLlama-made database (256 wide) moved to
+the default MiniLM (384 wide): columns resized, every row embedded again."""
 
 from __future__ import annotations
 
@@ -10,15 +11,17 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from memory.recall.embedder_identity import column_width
+from memory.recall.embedder_identity import column_width, recorded_embedder, spec_of
 from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.minilm import MiniLMEmbedder
 from memory.recall.reembed import reembed
 from memory.recall.retrieval import recall
 from memory.store.conversations import SqlConversationStore
 from memory.store.tables import Memory
 from tests.conftest import FakeClock
 
-WIDTH = 256  # what the session's migrated schema uses
+WIDTH = 384  # what the session's migrated schema uses (MiniLM)
+OLD_WIDTH = 256  # WordLlama, the default before MiniLM
 
 
 @pytest.fixture
@@ -34,10 +37,11 @@ async def restore_width(engine: AsyncEngine) -> AsyncIterator[None]:
         await conn.exec_driver_sql("DELETE FROM embedder_identity")
 
 
-async def test_changing_dimension_reembeds_everything(
+async def test_switching_from_wordllama_to_minilm_reembeds_everything(
     db: async_sessionmaker[AsyncSession], clock: FakeClock, restore_width: None
 ) -> None:
-    old = WordLlamaEmbedder(WIDTH)
+    old = WordLlamaEmbedder(OLD_WIDTH)
+    await reembed(db, old)  # an empty database made by WordLlama: 256-wide columns
     store = SqlConversationStore(db, old)
     for i, line in enumerate(["I adopted a kitten", "The kitten is called Miso", "   "]):
         inbound = await store.record_inbound(
@@ -67,7 +71,7 @@ async def test_changing_dimension_reembeds_everything(
             )
         )
 
-    new = WordLlamaEmbedder(64)
+    new = MiniLMEmbedder()
     seen: list[tuple[int, int]] = []
     count = await reembed(
         db, new, batch_size=2, progress=lambda done, total: seen.append((done, total))
@@ -76,8 +80,8 @@ async def test_changing_dimension_reembeds_everything(
     assert count == 3  # two messages with text and the memory; the blank message has none
     assert seen[0] == (0, 3) and seen[-1] == (3, 3)
     async with db() as s:
-        assert await column_width(s, "messages") == 64
-        assert await column_width(s, "memories") == 64
+        assert await column_width(s, "messages") == WIDTH
+        assert await column_width(s, "memories") == WIDTH
         dims = (
             (
                 await s.execute(
@@ -90,7 +94,8 @@ async def test_changing_dimension_reembeds_everything(
             .scalars()
             .all()
         )
-    assert dims == [64, 64, 64]
+    assert dims == [WIDTH, WIDTH, WIDTH]
+    assert await recorded_embedder(db) == spec_of(new)
     found = await recall(
         db, new, user_id=user_id, query="what's my cat's name?", k=2, now=clock.now()
     )

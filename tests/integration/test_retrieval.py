@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.minilm import MiniLMEmbedder
 from memory.recall.retrieval import candidates, mark_recalled, recall
 from memory.store.conversations import SqlConversationStore
 from memory.store.tables import Memory, User
@@ -19,9 +19,9 @@ Sessions = async_sessionmaker[AsyncSession]
 
 
 @pytest.fixture(scope="module")
-def embedder() -> WordLlamaEmbedder:
-    """One loaded WordLlama for the module."""
-    return WordLlamaEmbedder(256)
+def embedder() -> MiniLMEmbedder:
+    """One loaded MiniLM for the module."""
+    return MiniLMEmbedder()
 
 
 async def person(db: Sessions, name: str) -> int:
@@ -34,7 +34,7 @@ async def person(db: Sessions, name: str) -> int:
 
 async def remember(
     db: Sessions,
-    embedder: WordLlamaEmbedder,
+    embedder: MiniLMEmbedder,
     user_id: int,
     content: str,
     now: datetime,
@@ -88,7 +88,7 @@ FACTS = (
 )
 
 
-async def alice_with_memories(db: Sessions, embedder: WordLlamaEmbedder, now: datetime) -> int:
+async def alice_with_memories(db: Sessions, embedder: MiniLMEmbedder, now: datetime) -> int:
     alice = await person(db, "Alice")
     for fact in FACTS:
         await remember(db, embedder, alice, fact, now)
@@ -96,7 +96,7 @@ async def alice_with_memories(db: Sessions, embedder: WordLlamaEmbedder, now: da
 
 
 async def test_a_memory_is_found_by_meaning(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     alice = await alice_with_memories(db, embedder, clock.now())
     expected = {  # no word in common with the memory
@@ -111,7 +111,7 @@ async def test_a_memory_is_found_by_meaning(
 
 
 async def test_small_talk_recalls_nothing_unrelated(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     alice = await alice_with_memories(db, embedder, clock.now())
     for query in ("hello", "hi again!", "morning"):
@@ -119,7 +119,7 @@ async def test_small_talk_recalls_nothing_unrelated(
 
 
 async def test_a_memory_is_found_by_keyword(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     alice = await alice_with_memories(db, embedder, clock.now())
     expected = {
@@ -134,7 +134,7 @@ async def test_a_memory_is_found_by_keyword(
 
 
 async def test_forgotten_dead_and_superseded_memories_never_come_back(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     now = clock.now()
     alice = await person(db, "Alice")
@@ -149,7 +149,7 @@ async def test_forgotten_dead_and_superseded_memories_never_come_back(
 
 
 async def test_another_persons_rows_never_come_back_even_when_quoted(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     now = clock.now()
     store = SqlConversationStore(db, embedder)
@@ -163,7 +163,7 @@ async def test_another_persons_rows_never_come_back_even_when_quoted(
 
 
 async def test_a_message_said_long_ago_is_found(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     store = SqlConversationStore(db, embedder)
     long_ago = clock.now() - timedelta(days=400)
@@ -181,7 +181,7 @@ async def test_a_message_said_long_ago_is_found(
 
 
 async def test_the_current_sessions_messages_are_left_out(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     store = SqlConversationStore(db, embedder)
     alice, first = await say(store, "alice", "My cat Pepper is sick", clock.now(), "1")
@@ -210,7 +210,7 @@ async def test_the_current_sessions_messages_are_left_out(
 
 
 async def test_memories_outrank_messages_and_kinds_can_be_switched_off(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     store = SqlConversationStore(db, embedder)
     alice, said = await say(store, "alice", "I'm allergic to peanuts", clock.now(), "1")
@@ -243,7 +243,7 @@ async def test_memories_outrank_messages_and_kinds_can_be_switched_off(
     ],
 )
 async def test_hostile_queries_do_not_error(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock, query: str
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock, query: str
 ) -> None:
     store = SqlConversationStore(db, embedder)
     alice, _ = await say(
@@ -257,7 +257,7 @@ async def test_hostile_queries_do_not_error(
 
 
 async def test_mark_recalled_counts_only_this_persons_memories(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     now = clock.now()
     alice = await person(db, "Alice")
@@ -274,7 +274,7 @@ async def test_mark_recalled_counts_only_this_persons_memories(
 
 
 async def test_terms_with_quotes_and_backslashes_still_match_as_keywords(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     store = SqlConversationStore(db, embedder)
     text = "Saved it under C:\\Users\\o'brien\\notes at O'Brien's pub"
@@ -288,7 +288,7 @@ async def test_terms_with_quotes_and_backslashes_still_match_as_keywords(
 
 
 async def test_feedback_terms_reach_a_turn_that_shares_no_word_with_the_query(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     store = SqlConversationStore(db, embedder)
     now = clock.now()
@@ -315,7 +315,7 @@ async def test_feedback_terms_reach_a_turn_that_shares_no_word_with_the_query(
 
 
 async def test_feedback_from_another_persons_messages_changes_nothing(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     store = SqlConversationStore(db, embedder)
     now = clock.now()
@@ -338,7 +338,7 @@ async def test_feedback_from_another_persons_messages_changes_nothing(
 
 
 async def test_a_history_of_one_message_or_none_still_recalls(
-    db: Sessions, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     now = clock.now()
     nobody = await person(db, "Nobody")

@@ -25,7 +25,8 @@ from memory.learning.session_summary import (
     fold_running_summary,
     summarise_closed_session,
 )
-from memory.recall.embeddings import WordLlamaEmbedder
+from memory.learning.session_summary import SUMMARY_TOOL, summarise_closed_session
+from memory.recall.minilm import MiniLMEmbedder
 from memory.store.items import ExtractionOutcome
 from memory.store.ports import ToolCaller
 from memory.store.tables import Message, User
@@ -40,8 +41,8 @@ IDLE = timedelta(minutes=30)
 
 
 @pytest.fixture(scope="module")
-def embedder() -> WordLlamaEmbedder:
-    return WordLlamaEmbedder(256)
+def embedder() -> MiniLMEmbedder:
+    return MiniLMEmbedder()
 
 
 async def person(db: Db) -> int:
@@ -90,7 +91,7 @@ async def stored_summary(db: Db, session_id: int) -> tuple[str, int | None]:
 
 
 async def extract(
-    db: Db, embedder: WordLlamaEmbedder, llm: ToolCaller, clock: FakeClock, ids: tuple[int, int]
+    db: Db, embedder: MiniLMEmbedder, llm: ToolCaller, clock: FakeClock, ids: tuple[int, int]
 ) -> ExtractionOutcome:
     user_id, session_id = ids
     return await extract_session(
@@ -144,7 +145,7 @@ async def test_the_next_sessions_prompt_says_how_the_last_one_went(
 
 
 async def test_words_hidden_because_a_memory_was_forgotten_are_never_read(
-    db: Db, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Db, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     alice = await person(db)
     session_id, (secret, _, kept) = await closed_session(
@@ -193,7 +194,7 @@ class ForgetsWhileWriting:
     ids=["read-no-running-summary", "read-after-running-summary", "inside-running-summary"],
 )
 async def test_a_summary_is_dropped_when_its_words_are_forgotten_while_it_is_written(
-    db: Db, embedder: WordLlamaEmbedder, clock: FakeClock, running_summary: bool, forgotten: str
+    db: Db, embedder: MiniLMEmbedder, clock: FakeClock, running_summary: bool, forgotten: str
 ) -> None:
     alice = await person(db)
     session_id, (first, _, last) = await closed_session(
@@ -226,7 +227,7 @@ async def test_a_summary_is_dropped_when_its_words_are_forgotten_while_it_is_wri
 
 
 async def test_without_a_model_or_when_it_fails_there_is_no_summary_and_nothing_else_changes(
-    db: Db, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Db, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     alice = await person(db)
     session_id, (said,) = await closed_session(
@@ -253,7 +254,7 @@ async def test_without_a_model_or_when_it_fails_there_is_no_summary_and_nothing_
 
 
 async def test_an_open_session_is_not_summarised_and_a_summary_is_written_once(
-    db: Db, embedder: WordLlamaEmbedder, clock: FakeClock
+    db: Db, embedder: MiniLMEmbedder, clock: FakeClock
 ) -> None:
     alice = await person(db)
     session_id, _ = await closed_session(

@@ -17,7 +17,7 @@ from bot.bootstrap import Core
 from bot.domain import IncomingMessage
 from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import extract_session
-from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.minilm import MiniLMEmbedder
 from memory.store.items import Candidate, ExtractionOutcome
 from memory.store.tables import Memory, Message, Thread, User
 from memory.store.tables import Session as SessionRow
@@ -33,9 +33,9 @@ CPH = "Europe/Copenhagen"
 
 
 @pytest.fixture(scope="module")
-def embedder() -> WordLlamaEmbedder:
+def embedder() -> MiniLMEmbedder:
     """The real offline embedder: similarity decides which thread a memory joins."""
-    return WordLlamaEmbedder(256)
+    return MiniLMEmbedder()
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ class Extraction:
     """People, sessions and `extract_session` over real PostgreSQL."""
 
     def __init__(
-        self, db: Db, embedder: WordLlamaEmbedder, fast: FakeToolCaller, clock: FakeClock
+        self, db: Db, embedder: MiniLMEmbedder, fast: FakeToolCaller, clock: FakeClock
     ) -> None:
         self.db, self.embedder, self.fast, self.clock = db, embedder, fast, clock
         self.repo = SqlMemoryRepository(db, embedder, clock)
@@ -105,7 +105,7 @@ class Extraction:
 
 @pytest.fixture
 def extraction(
-    db: Db, embedder: WordLlamaEmbedder, fast: FakeToolCaller, clock: FakeClock
+    db: Db, embedder: MiniLMEmbedder, fast: FakeToolCaller, clock: FakeClock
 ) -> Extraction:
     return Extraction(db, embedder, fast, clock)
 
@@ -274,7 +274,7 @@ async def test_a_thread_with_a_forgotten_memory_is_not_shown_matched_or_promoted
         for text in ("The person is going through a divorce", "The person's ex is called Sam")
     ]
     await core.memories.forget(alice, gone.short_id)
-    extraction = Extraction(core.sessions, WordLlamaEmbedder(256), FakeToolCaller(), clock)
+    extraction = Extraction(core.sessions, MiniLMEmbedder(), FakeToolCaller(), clock)
     session_id, said = await extraction.session(alice, "the lawyers again today")
     extraction.fast.answer(candidate("The person met divorce lawyers", said, thread="Divorce"))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -47,7 +48,11 @@ def memory(
 
 
 def message(
-    id: int, vector_rank: int | None, text_rank: int | None, *, coverage: float = 0.0
+    id: int,
+    vector_rank: int | None,
+    text_rank: int | None,
+    *,
+    coverage: float = 0.0,
 ) -> Candidate:
     return Candidate(
         kind="message",
@@ -160,3 +165,12 @@ def test_feedback_comes_from_the_best_messages_only_when_text_matched() -> None:
     assert feedback_ids(found, ranked, mode="hybrid", tuning=off) == []
     no_text = [message(1, 1, None), message(2, 2, None)]
     assert feedback_ids(no_text, fuse(no_text, k=5, now=NOW), mode="hybrid", tuning=tuning) == []
+
+
+def test_the_window_session_and_name_lists_count_in_hybrid_mode_only() -> None:
+    alone = message(1, None, None)
+    linked = replace(alone, window_rank=1, session_rank=1, entity_rank=1)
+    tuning = Tuning()
+    assert fused_score(alone, mode="hybrid", tuning=tuning, now=NOW) == 0.0
+    assert fused_score(linked, mode="hybrid", tuning=tuning, now=NOW) > 0.0
+    assert fused_score(linked, mode="text", tuning=tuning, now=NOW) == 0.0

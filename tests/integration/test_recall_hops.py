@@ -1,0 +1,120 @@
+"""Recall that handles how people ask, on real PostgreSQL: a time the question names,
+a session's summary as a unit, and a second hop that follows a name the first found."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memory.recall.minilm import MiniLMEmbedder
+from memory.recall.retrieval import DEFAULT_TUNING, recall
+from memory.store.conversations import SqlConversationStore
+from memory.store.tables import Message
+from tests.conftest import FakeClock
+from tests.integration.test_retrieval import say
+
+Sessions = async_sessionmaker[AsyncSession]
+PLAIN = replace(DEFAULT_TUNING, window_weight=0.0, session_weight=0.0, entity_docs=0)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> MiniLMEmbedder:
+    """One loaded MiniLM for the module."""
+    return MiniLMEmbedder()
+
+
+async def history(
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock, days: list[list[str]]
+) -> tuple[SqlConversationStore, int, list[list[int]]]:
+    """Each inner list said on its own day (one session each), oldest first, ending
+    yesterday; returns the store, the person and the message ids per day."""
+    store = SqlConversationStore(db, embedder)
+    ids: list[list[int]] = []
+    user_id = 0
+    start = clock.now() - timedelta(days=len(days))
+    for day, lines in enumerate(days):
+        ids.append([])
+        for i, line in enumerate(lines):
+            at = start + timedelta(days=day, minutes=i)
+            user_id, message_id = await say(store, "alice", line, at, f"{day}-{i}")
+            ids[-1].append(message_id)
+    return store, user_id, ids
+
+
+async def test_a_time_the_question_names_favours_what_was_said_then(
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
+) -> None:
+    days = [["We went out for dinner at a Thai place"]] + [["I had pasta for dinner"]] * 12
+    days += [["Dinner was a sushi night with friends"]]
+    _, alice, ids = await history(db, embedder, clock, days)
+
+    asked = "what did we have for dinner two weeks ago?"
+    found = await recall(db, embedder, user_id=alice, query=asked, k=3, now=clock.now())
+    plain = await recall(
+        db, embedder, user_id=alice, query=asked, k=3, now=clock.now(), tuning=PLAIN
+    )
+
+    assert found[0].id == ids[0][0]  # said 14 days ago
+    assert plain[0].id != ids[0][0]
+
+
+async def test_a_matching_session_summary_lifts_the_turns_of_its_session(
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
+) -> None:
+    days = [
+        ["It went fine in the end", "They were kind about it"],
+        ["It went fine in the end", "They were kind about it"],
+    ]
+    store, alice, ids = await history(db, embedder, clock, days)
+    first = await store.get_session(user_id=alice, session_id=await session_of(db, ids[0][0]))
+    assert first is not None
+    await store.save_summary(
+        user_id=alice,
+        session_id=first.id,
+        summary="Alice told of her job interview at the bakery.",
+        through_id=ids[0][-1],
+    )
+
+    asked = "how did my job interview go?"
+    found = await recall(db, embedder, user_id=alice, query=asked, k=4, now=clock.now())
+    plain = await recall(
+        db, embedder, user_id=alice, query=asked, k=4, now=clock.now(), tuning=PLAIN
+    )
+
+    # The same words were said on both days; the summary tells which day was the interview.
+    assert found[0].id == ids[0][0]
+    assert ids[0][1] in {r.id for r in found}  # a unit: its quieter turn comes along
+    assert plain[0].id == ids[1][0]  # without it, the newer twin wins the tie
+
+
+async def session_of(db: Sessions, message_id: int) -> int:
+    """The session a message was stored in."""
+    async with db() as s:
+        row = await s.get(Message, message_id)
+        assert row is not None
+        return row.session_id
+
+
+async def test_the_second_hop_follows_a_name_the_first_found(
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
+) -> None:
+    days = [
+        ["My sister Anna had a baby girl, they called her Rosa!"],
+        ["The twins next door are teething, poor things"],
+        ["Rosa got her first passport photo taken today"],
+        ["Bought a cot and a pram for the spare room"],
+        ["The weather has been lovely"],
+    ]
+    _, alice, ids = await history(db, embedder, clock, days)
+
+    asked = "how is my sister's new baby?"
+    found = await recall(db, embedder, user_id=alice, query=asked, k=2, now=clock.now())
+    plain = await recall(
+        db, embedder, user_id=alice, query=asked, k=2, now=clock.now(), tuning=PLAIN
+    )
+
+    assert [r.id for r in found] == [ids[0][0], ids[2][0]]
+    assert [r.id for r in plain] != [ids[0][0], ids[2][0]]

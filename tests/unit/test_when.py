@@ -1,0 +1,48 @@
+"""Time in questions: relative and calendar expressions resolved against now."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+import pytest
+
+from memory.recall.when import time_window
+
+NOW = datetime(2023, 8, 20, 15, 0, tzinfo=UTC)  # a Sunday in summer
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("what did I do yesterday?", date(2023, 8, 19), date(2023, 8, 20)),
+        ("where did we go last summer", date(2022, 6, 1), date(2022, 9, 1)),
+        ("anything fun this summer?", date(2023, 6, 1), date(2023, 9, 1)),
+        ("what did I read last winter", date(2022, 12, 1), date(2023, 3, 1)),
+        ("what happened in May?", date(2023, 5, 1), date(2023, 6, 1)),
+        ("and last August?", date(2022, 8, 1), date(2022, 9, 1)),
+        ("what did I cook on 8 May", date(2023, 5, 8), date(2023, 5, 9)),
+        ("on the 12th of December", date(2022, 12, 12), date(2022, 12, 13)),
+        ("May 3rd, 2022", date(2022, 5, 3), date(2022, 5, 4)),
+        ("what was I doing in June 2021", date(2021, 6, 1), date(2021, 7, 1)),
+        ("the concert in 2022", date(2022, 1, 1), date(2023, 1, 1)),
+        ("two weeks ago", date(2023, 8, 3), date(2023, 8, 9)),
+        ("last week at work", date(2023, 8, 7), date(2023, 8, 14)),
+        ("last weekend", date(2023, 8, 12), date(2023, 8, 14)),
+        ("on Tuesday", date(2023, 8, 15), date(2023, 8, 16)),
+        ("this month", date(2023, 8, 1), date(2023, 9, 1)),
+        ("last year", date(2022, 1, 1), date(2023, 1, 1)),
+    ],
+)
+def test_time_expressions_become_windows(query: str, start: date, end: date) -> None:
+    window = time_window(query, NOW)
+    assert window is not None
+    assert (window.start.date(), window.end.date()) == (start, end)
+    assert window.start.tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["what is my dog called?", "this may hurt a little", "the 2 of us", "31 June", "I'm 42"],
+)
+def test_no_time_no_window(query: str) -> None:
+    assert time_window(query, NOW) is None
