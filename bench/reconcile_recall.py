@@ -46,7 +46,8 @@ CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corrections.j
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 OLD_DUPLICATE = 0.92
 CONCURRENT = 4  # cases at once (each is its own person)
-_SHOWN = re.compile(r"^- (m\d+): ", re.MULTILINE)
+_SHOWN = re.compile(r'<item label="(m\d+)">')
+_SAID = re.compile(r'<message id="(\d+)" from="person"')
 
 
 class _Clock:
@@ -72,7 +73,7 @@ class _ScriptedModel:
             raise RuntimeError(f"unexpected tool {tool_name}")
         remembered = prompt.split("<remembered>", 1)[1].split("</remembered>", 1)[0]
         self.shown = set(_SHOWN.findall(remembered))
-        said = int(prompt.split("<conversation>", 1)[1].split("[#", 1)[1].split(" ", 1)[0])
+        said = int(_SAID.findall(prompt.split("<conversation>", 1)[1])[0])
         item = {
             "content": self.candidate["content"],
             "category": self.candidate["category"],

@@ -25,7 +25,6 @@ from memory.learning.session_summary import (
     fold_running_summary,
     summarise_closed_session,
 )
-from memory.learning.session_summary import SUMMARY_TOOL, summarise_closed_session
 from memory.recall.minilm import MiniLMEmbedder
 from memory.store.items import ExtractionOutcome
 from memory.store.ports import ToolCaller

@@ -4,6 +4,8 @@ patrol promotes the situation to core memory once it keeps coming back."""
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -127,7 +129,7 @@ def threads_listed(fast: FakeToolCaller) -> Sequence[str]:
     """The thread titles the latest extraction prompt showed the model."""
     prompt = [r.prompt for r in fast.requests if r.tool_name == "record_memories"][-1]
     block = prompt.split("<threads>\n", 1)[1].split("\n</threads>", 1)[0]
-    return [line.removeprefix("- ") for line in block.splitlines() if line.startswith("- ")]
+    return [html.unescape(title) for title in re.findall(r"<thread>(.*?)</thread>", block)]
 
 
 async def test_two_sessions_about_one_situation_share_one_thread(
