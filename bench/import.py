@@ -31,7 +31,7 @@ from memory.store.records import Person
 MESSAGES = 50_000
 SMALL = 10_000
 SELF_ID = "user4242"
-_PERSON = re.compile(r"^\[#(\d+) \| THE PERSON \|", re.MULTILINE)
+_PERSON = re.compile(r'<message id="(\d+)" from="person"')
 
 
 class FastLLM:

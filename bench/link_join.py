@@ -40,7 +40,7 @@ INSERT INTO memories (user_id, short_id, tier, category, content, content_hash, 
                       confidence, source, valid_from, embedding)
 SELECT :uid, g, 'core', 'fact', c.content, md5(c.content), 5, 0.8, 'extracted', now(),
        CAST(CAST((SELECT array_agg(random() - 0.5 + d * 0 + g * 0)
-                  FROM generate_series(1, 256) AS d) AS real[]) AS vector)
+                  FROM generate_series(1, :dim) AS d) AS real[]) AS vector)
 FROM generate_series(1, :memories) AS g
 CROSS JOIN LATERAL (
     SELECT CASE WHEN g % 10 = 0 THEN 'shared fact ' || g ELSE :platform || ' fact ' || g END
@@ -61,7 +61,10 @@ async def one_round(core_settings: Settings, memories: int) -> tuple[float, Link
             ids.append(person.id)
             async with core.sessions.begin() as db:
                 params = {"uid": person.id, "platform": platform, "messages": MESSAGES}
-                await db.execute(_SEED, params | {"memories": memories})
+                params["dim"] = Settings().embedding_dim
+                await db.execute(
+                    _SEED, params | {"memories": memories, "dim": Settings().embedding_dim}
+                )
                 await db.execute(
                     text("UPDATE users SET memory_seq = :n WHERE id = :uid"),
                     {"n": memories, "uid": person.id},

@@ -90,7 +90,9 @@ async def test_a_terminal_conversation_survives_rate_limits_outages_and_restarts
         assert code == 0, err
         assert "my cat is called Miso" in str(fake.requests[-1]["messages"])
     async with db() as s:
-        rows = (await s.scalars(select(Message).where(Message.role == "user"))).all()
+        rows = (
+            await s.scalars(select(Message).where(Message.role == "user").order_by(Message.id))
+        ).all()
     assert [r.content for r in rows] == [
         "hello",
         "I went climbing today",

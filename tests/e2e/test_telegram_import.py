@@ -5,7 +5,6 @@ of one message, and undo."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from bot.llm import LLMRequest
 from memory.store.tables import Import, Memory, Message
 from tests.e2e.test_telegram import ALICE, running
 from tests.fakes.chat_llm import ScriptedLLM
+from tests.fakes.quoted import quoted_messages
 from tests.fakes.telegram_api import FakeTelegramAPI
 
 DATA = Path(__file__).parents[1] / "data" / "imports"
@@ -40,15 +40,17 @@ def person_lines(request: LLMRequest) -> dict[str, object]:
     """The fast model: each of THE PERSON's messages, remembered as told."""
     prompt = request.turns[0].content
     found = []
-    for mid, body in re.findall(r"^\[#(\d+) \| THE PERSON \|[^\]]*\]\n  (.*)$", prompt, re.M):
+    for said in quoted_messages(prompt.split("<conversation>", 1)[-1]):
+        if said.sender != "person" or said.id is None:
+            continue
         found.append(
             {
-                "content": f"The person told a friend: {body}",
+                "content": f"The person told a friend: {said.text}",
                 "category": "fact",
                 "tier": "core",
                 "importance": 6,
                 "confidence": 0.9,
-                "evidence_message_ids": [int(mid)],
+                "evidence_message_ids": [said.id],
             }
         )
     return {"memories": found}

@@ -119,7 +119,7 @@ async def test_a_fresh_database_without_pgvector_is_migrated_and_takes_vectors_a
         assert plain(reply.text) == "Tell me more."  # (first contact: the timezone question)
         async with core.sessions() as db:
             vectors = list(await db.scalars(select(Message.embedding)))
-        assert len(vectors) == 2 and all(v is not None and len(v) == 256 for v in vectors)
+        assert len(vectors) == 2 and all(v is not None and len(v) == 384 for v in vectors)
     finally:
         await core.aclose()
         async with engine.connect() as conn:

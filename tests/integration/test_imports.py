@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.chat_exports import ExportRejected
 from bot.imports import Extracting, ImportConfig, estimate, read_export, run_batch, undo
 from memory.care.repository import SqlMemoryRepository
-from memory.recall.embeddings import WordLlamaEmbedder
+from memory.recall.minilm import MiniLMEmbedder
 from memory.store.conversations import SqlConversationStore
 from memory.store.imports import choose_self, get_import, start_import
 from memory.store.items import Candidate
@@ -30,8 +30,8 @@ Db = async_sessionmaker[AsyncSession]
 
 
 @pytest.fixture(scope="module")
-def embedder() -> WordLlamaEmbedder:
-    return WordLlamaEmbedder(256)
+def embedder() -> MiniLMEmbedder:
+    return MiniLMEmbedder()
 
 
 async def make_person(db: Db, clock: FakeClock) -> Person:
@@ -71,7 +71,7 @@ async def stored(db: Db, user_id: int) -> list[tuple[str, str | None, str]]:
 
 
 async def test_telegram_import_end_to_end(
-    db: Db, clock: FakeClock, embedder: WordLlamaEmbedder
+    db: Db, clock: FakeClock, embedder: MiniLMEmbedder
 ) -> None:
     person = await make_person(db, clock)
     view = await read_export(
@@ -138,7 +138,7 @@ async def test_telegram_import_end_to_end(
 
 
 async def test_someone_elses_export_asks_who_they_are(
-    db: Db, clock: FakeClock, embedder: WordLlamaEmbedder
+    db: Db, clock: FakeClock, embedder: MiniLMEmbedder
 ) -> None:
     person = await make_person(db, clock)
     view = await read_export(
@@ -197,7 +197,7 @@ async def test_bad_files_store_nothing(db: Db, clock: FakeClock, tmp_path: Path,
 
 
 async def test_undo_keeps_what_was_known_and_revives_what_the_import_replaced(
-    db: Db, clock: FakeClock, embedder: WordLlamaEmbedder, tmp_path: Path
+    db: Db, clock: FakeClock, embedder: MiniLMEmbedder, tmp_path: Path
 ) -> None:
     person = await make_person(db, clock)
     repo = SqlMemoryRepository(db, embedder, clock)

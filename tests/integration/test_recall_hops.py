@@ -69,11 +69,10 @@ async def test_a_matching_session_summary_lifts_the_turns_of_its_session(
         ["It went fine in the end", "They were kind about it"],
     ]
     store, alice, ids = await history(db, embedder, clock, days)
-    first = await store.get_session(user_id=alice, session_id=await session_of(db, ids[0][0]))
-    assert first is not None
+    first = await session_of(db, ids[0][0])
     await store.save_summary(
         user_id=alice,
-        session_id=first.id,
+        session_id=first,
         summary="Alice told of her job interview at the bakery.",
         through_id=ids[0][-1],
     )
