@@ -152,6 +152,7 @@ class HostedEmbedder:
         return normalise_rows(np.concatenate(parts), self._dim)
 
     async def _batch(self, texts: list[str]) -> Vector:
+        """One request's rows; each hosted provider says how it asks."""
         raise NotImplementedError
 
 

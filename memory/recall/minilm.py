@@ -28,7 +28,6 @@ log = structlog.get_logger(__name__)
 MINILM_DIM = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 THREADS = 2
-INLINE_TEXTS = 2  # one query (or a message and its reply) is embedded in the caller's thread
 CHUNK = 32  # texts per ONNX run: sorted by length, so padding stays small
 TOKENIZER_FILE = "minilm-tokenizer.json"
 
@@ -144,7 +143,7 @@ class MiniLMEmbedder:
         return mean_pooled(states, mask)
 
     async def embed(self, texts: list[str]) -> Vector:
-        """One unit row per text; the first load and batches run in a worker thread."""
-        if self._loaded is None or len(texts) > INLINE_TEXTS:
-            return await asyncio.to_thread(self.embed_sync, texts)
-        return self.embed_sync(texts)
+        """One unit row per text, made in a worker thread: a query takes milliseconds of
+        ONNX time (which releases the GIL), and the event loop serves other people's turns
+        meanwhile instead of waiting for it."""
+        return await asyncio.to_thread(self.embed_sync, texts)
