@@ -41,6 +41,9 @@ class MemoryItem:
     thread_id: int | None = None
     superseded_by: int | None = None
     source_message_ids: tuple[int, ...] = ()
+    last_confirmed_at: datetime | None = None
+    mention_count: int = 1
+    unsure: bool = False
 
     @property
     def label(self) -> str:

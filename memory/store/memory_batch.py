@@ -54,6 +54,9 @@ def to_item(row: Memory) -> MemoryItem:
         thread_id=row.thread_id,
         superseded_by=row.superseded_by,
         source_message_ids=tuple(row.source_message_ids or ()),
+        last_confirmed_at=row.last_confirmed_at,
+        mention_count=row.mention_count,
+        unsure=row.unsure,
     )
 
 

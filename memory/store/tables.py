@@ -410,6 +410,12 @@ class Memory(Base):
     last_recalled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     recall_seq: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     """The person's `session_seq` when this memory was made or last recalled."""
+    last_confirmed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    """When the person last restated or confirmed it (affirmation)."""
+    mention_count: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    """How often the person has said or confirmed it."""
+    unsure: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    """Extracted with middling confidence: recall-only until the person confirms it."""
     embedding: Mapped[list[float] | None] = mapped_column(BinaryVector(), **UNLOADED)
     tsv: Mapped[Any] = mapped_column(
         TSVECTOR, Computed("to_tsvector('english', content)", persisted=True), **UNLOADED
