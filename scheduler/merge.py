@@ -110,7 +110,13 @@ async def merge_with_model(deps: SchedulerDeps, item: Fold, *, now: datetime) ->
     other is folded into it. False (nothing changed) when the model cannot answer."""
     if item.keeper.pinned or item.keeper.explicit:
         return False
-    found = await memories_by_ids(deps.sessions, [item.keeper.id, item.loser.id])
+    if item.keeper.user_id != item.loser.user_id:
+        return False
+    found = await memories_by_ids(
+        deps.sessions, item.keeper.user_id, [item.keeper.id, item.loser.id]
+    )
+    if len(found) != 2:
+        return False
     keeper, loser = found[item.keeper.id], found[item.loser.id]
     try:
         raw = await deps.tool_caller.call_tool(

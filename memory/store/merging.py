@@ -118,11 +118,13 @@ async def near_duplicates(
 
 
 async def memories_by_ids(
-    sessions: async_sessionmaker[AsyncSession], ids: Sequence[int]
+    sessions: async_sessionmaker[AsyncSession], user_id: int, ids: Sequence[int]
 ) -> dict[int, MemoryItem]:
-    """The memories (any version, any person: the ids come from a patrol batch) by id."""
+    """One person's memories (any version) by id; ids of anyone else's are not found."""
     async with sessions() as db:
-        rows = await db.scalars(select(Memory).where(Memory.id.in_(list(ids))))
+        rows = await db.scalars(
+            select(Memory).where(Memory.user_id == user_id, Memory.id.in_(list(ids)))
+        )
         return {r.id: to_item(r) for r in rows}
 
 
