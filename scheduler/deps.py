@@ -45,6 +45,7 @@ class SchedulerConfig:
     nightly_seconds: float = 600.0  # patrol and diary for people past their 03:00
     sweep_seconds: float = 60.0  # close idle sessions and extract them
     import_seconds: float = 30.0  # one extraction window of each running import
+    pending_import_kept: timedelta = timedelta(days=7)  # an import nobody started is deleted
     misfire_grace_seconds: int = 30
 
 

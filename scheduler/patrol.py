@@ -28,6 +28,7 @@ from memory.learning.extraction import extract_session
 from memory.learning.session_summary import rebuild_stale_summaries
 from memory.store.actions import SqlActionStore
 from memory.store.database import DbSession
+from memory.store.imports import expire_pending_imports
 from memory.store.patrol import (
     Batch,
     PatrolPerson,
@@ -200,6 +201,9 @@ async def run_nightly(deps: SchedulerDeps) -> PatrolReport | None:
         if report.people:
             purge_started = time.perf_counter()
             await SqlActionStore(deps.sessions).purge_expired(deps.clock.now())
+            report.changes["pending_imports"] += await expire_pending_imports(
+                deps.sessions, created_before=deps.clock.now() - deps.config.pending_import_kept
+            )
             report.seconds["purge"] += time.perf_counter() - purge_started
             for step, seconds in report.seconds.items():
                 metrics.record_patrol_step(step, seconds)

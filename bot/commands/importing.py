@@ -35,7 +35,7 @@ HOW_TO = (
 )
 CONTEXT_NOTE = "Only your own words become memories about you; everyone else's are kept as context."
 NOTHING_TO_UNDO = "There is no import to undo."
-GONE = "That import is gone already (undone or cancelled)."
+GONE = "That import is gone already (undone, cancelled, or left unstarted for over a week)."
 _DOWNLOAD_FAILED = (
     "I couldn't download that file. Please try sending it again; a file over 20 MB has to "
     "be imported from the command line (`companion import`) by whoever runs me."

@@ -313,6 +313,21 @@ def _pending(user_id: int, import_id: int, condition: Any) -> Any:
     )
 
 
+async def expire_pending_imports(
+    sessions: async_sessionmaker[AsyncSession], *, created_before: datetime
+) -> int:
+    """Delete imports still waiting for the person (who they are, or Start) since before
+    `created_before`, with their messages and sessions: nothing was learned from them,
+    and words nobody asked to keep are not kept. How many were deleted."""
+    async with sessions.begin() as db:
+        deleted = await db.scalars(
+            delete(Import)
+            .where(Import.status == "pending", Import.created_at < created_before)
+            .returning(Import.id)
+        )
+        return len(deleted.all())
+
+
 async def running_imports(
     sessions: async_sessionmaker[AsyncSession], *, limit: int = 20
 ) -> list[ImportView]:

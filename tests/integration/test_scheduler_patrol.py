@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from bot.bootstrap import Core
 from memory.care.patrol_steps import weight
 from memory.store.items import Candidate
-from memory.store.tables import ButtonAction, Memory, MemoryEvent, Thread, User
+from memory.store.tables import ButtonAction, Memory, MemoryEvent, Message, Thread, User
 from memory.store.tables import Session as SessionRow
 from scheduler.deps import SchedulerDeps
 from scheduler.patrol import NIGHTLY_LOCK, advisory_lock, run_nightly
@@ -459,3 +459,61 @@ async def test_without_a_model_key_only_the_mechanical_steps_run(
     assert (await row(core, expired)).status == "dying"
     assert [e["event"] for e in logs].count("patrol.llm_steps_skipped") == 1
     assert scripted_llm.requests == []
+
+
+async def test_imports_left_unstarted_for_a_week_are_deleted_with_their_words(
+    core: Core, alice: int
+) -> None:
+    async def an_import(status: str, created: datetime) -> int:
+        async with core.sessions.begin() as db:
+            found = await db.execute(
+                text(
+                    "INSERT INTO imports (user_id, source, status, created_at, message_count) "
+                    "VALUES (:uid, 'text', :status, :created, 1) RETURNING id"
+                ),
+                {"uid": alice, "status": status, "created": created},
+            )
+            import_id = int(found.scalar_one())
+            stretch = SessionRow(
+                user_id=alice,
+                import_id=import_id,
+                started_at=created,
+                last_message_at=created,
+                closed_at=created,
+            )
+            db.add(stretch)
+            await db.flush()
+            db.add(
+                Message(
+                    user_id=alice,
+                    session_id=stretch.id,
+                    platform="telegram",
+                    role="user",
+                    content="an old line",
+                    import_id=import_id,
+                    created_at=created,
+                )
+            )
+        return import_id
+
+    stale = await an_import("pending", NOW - timedelta(days=8))
+    fresh = await an_import("pending", NOW - timedelta(days=6))
+    started = await an_import("running", NOW - timedelta(days=30))
+
+    report = await run_nightly(deps_for(core))
+
+    assert report is not None and report.changes["pending_imports"] == 1
+    async with core.sessions() as db:
+        kept = set(
+            await db.scalars(text("SELECT id FROM imports WHERE user_id = :u"), {"u": alice})
+        )
+        words = set(
+            await db.scalars(
+                select(Message.import_id).where(
+                    Message.user_id == alice, Message.import_id.is_not(None)
+                )
+            )
+        )
+    assert kept == {fresh, started}
+    assert words == {fresh, started}
+    assert stale not in kept
