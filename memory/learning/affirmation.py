@@ -20,6 +20,7 @@ recall-only. Dead, forgotten and superseded memories cannot be affirmed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -107,12 +108,20 @@ async def affirm(
 
 
 async def affirm_memory(
-    memories: SqlMemories, user_id: int, short_id: int, *, via: Via
+    memories: SqlMemories,
+    user_id: int,
+    short_id: int,
+    *,
+    via: Via,
+    source_message_ids: Sequence[int] = (),
 ) -> MemoryItem | None:
     """Affirm this person's memory `short_id` in a transaction of its own (a ✓ press or
-    the chat model's `confirm_memory`); None when it is not theirs or not live."""
+    the chat model's `confirm_memory`, whose turn's messages join its sources); None when
+    it is not theirs or not live."""
     try:
         async with memories.batch(user_id) as batch:
-            return await affirm(batch, short_id, via=via, actor="user")
+            item = await affirm(batch, short_id, via=via, actor="user")
+            await batch.add_sources(short_id, source_message_ids)
+            return item
     except MemoryNotFound:
         return None

@@ -243,9 +243,7 @@ async def _extract_window(
             )
             continue
         zone = zone_of(asking.timezone)
-        plans, dropped = plans_from(
-            answer, shown, zone, asking.now, min_importance, min_confidence
-        )
+        plans, dropped = plans_from(answer, shown, zone, asking.now, min_importance, min_confidence)
         vectors = await _embed(asking.embedder, plans)
         plans = await judge_unseen(
             asking.llm,
