@@ -67,7 +67,7 @@ def over_note(life: Life, now: datetime, zone: ZoneInfo) -> str | None:
     """How a recalled memory that is not current is marked (None when it is current)."""
     said = f"said {ago(said_at(life), now)}"
     if life.unsure:
-        return f"not sure ({round(life.confidence * 100)}%), {said}"
+        return f"unconfirmed, {round(life.confidence * 100)}% sure, {said}"
     if life.tier == "active" and life.event_at is not None and life.event_at < now:
         return f"over: {said}, it was on {life.event_at.astimezone(zone):%-d %b}"
     if life.tier == "active" and life.expires_at is not None and life.expires_at <= now:
