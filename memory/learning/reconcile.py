@@ -228,12 +228,12 @@ async def _mentioned_again(
     session_id: int,
 ) -> None:
     """A live memory was said again: it is affirmed (more confident, its decay
-    restarted), it stays relevant longer, its words are among its sources, and its
-    situation came up in this session too (a memory without a live thread gets one now)."""
+    restarted), it stays relevant longer, and its situation came up in this session too
+    (a memory without a live thread gets one now). The restatement is not added to its
+    sources: undoing an import must not take a memory known before it."""
     candidate = plan.candidate
     if known.expires_at is not None and candidate.expires_at is not None:
         await batch.refresh_expiry(known, candidate.expires_at, actor="extraction")
-    await batch.add_sources(known.short_id, candidate.source_message_ids)
     await affirm(
         batch, known.short_id, via="restated", actor="extraction", expires_at=candidate.expires_at
     )
