@@ -342,11 +342,12 @@ async def _named(batch: MemoryBatch, text: str, vector: Embedding | None) -> Mem
 async def save_explicit(
     batch: MemoryBatch, candidate: Candidate, vector: Embedding | None
 ) -> MemoryItem:
-    """Store what the person asked to remember; an extracted copy of it becomes theirs."""
+    """Store what the person asked to remember; an extracted copy of it becomes theirs,
+    and their own memory said again is affirmed."""
     same = await batch.by_hash(content_hash(candidate.content))
     if same is not None and (same.source == "user" or same.pinned):
         await batch.add_sources(same.short_id, candidate.source_message_ids)
-        return same
+        return await affirm(batch, same.short_id, via="restated", actor="user")
     if same is None and vector is not None:
         near = await batch.similar(vector, limit=1, min_similarity=DUPLICATE_SIMILARITY)
         if near and near[0][0].source != "user" and not near[0][0].pinned:

@@ -378,3 +378,33 @@ async def test_a_retention_of_zero_keeps_dead_memories(
     clock.advance(days=400)
     await patrol(core, user, memory_retention_days=0)
     assert (await row(core, old.id)).status == "dead"
+
+
+async def test_the_question_waits_for_the_persons_window(
+    core: Core, clock: FakeClock, scripted_llm: ScriptedLLM
+) -> None:
+    await alice(core, clock)
+    delivery = RecordingDelivery()
+    core.outbound.register(delivery)
+    extractor = RuleExtractor()
+    extractor.add("cello", content="The person may be taking up the cello", confidence=0.55)
+    scripted_llm.tools["record_memories"] = extractor
+    clock.current = MONDAY.replace(hour=22, minute=10)  # in her quiet hours (22:00-08:00)
+    await run(core, "thinking about the cello")
+    await extract_now(core, clock)
+    assert delivery.sent == []
+    clock.current = MONDAY.replace(hour=8, minute=1) + timedelta(days=1)
+    await core.memory.notices.release()
+    ((_, question),) = delivery.sent
+    assert question.text.startswith("Did I get this right?")
+    assert "✓ Yes" in [b.label for row in question.buttons for b in row]
+
+
+async def test_remembering_ones_own_words_again_affirms_them(core: Core, clock: FakeClock) -> None:
+    user = await alice(core, clock)
+    await run(core, "/remember my sister lives in Lyon")
+    clock.advance(days=3)
+    await run(core, "/remember my sister lives in Lyon")
+    (item,) = await core.memories.live(user)
+    assert (item.mention_count, item.last_confirmed_at) == (2, clock.now())
+    assert await affirm_events(core, item.id) == ["restated"]
