@@ -18,6 +18,7 @@ from bot.commands.edit import EditIntake
 from bot.commands.questions import update_question
 from bot.commands.router import Router
 from bot.commands.setup import install_commands
+from bot.commands.unsure import unsure_question
 from bot.config import Settings
 from bot.conversation import Conversation, ConversationConfig
 from bot.errors import ConfigurationError
@@ -251,8 +252,10 @@ async def build_core(
         settings=MemorySettings(
             budget_tokens=settings.memory_budget_tokens,
             extract_every_n=settings.extract_every_n_messages,
+            confidence_floor=settings.memory_confidence_floor,
         ),
         autocommit=autocommit,
+        ask_unsure=functools.partial(unsure_question, commands),
     )
     onboarding = TimezoneOnboarding(commands)
     conversation = Conversation(

@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     voyage_model: str = "voyage-3.5-lite"
     openai_embedding_model: str = "nomic-embed-text"
     pin_limit: int = Field(20, ge=1)
+    memory_retention_days: int = Field(90, ge=0)
+    """Dead memories are deleted this many days after they died (0 keeps them)."""
+    memory_confidence_floor: float = Field(0.4, ge=0, le=0.7)
+    """Extracted memories less sure than this are dropped; up to 0.7 they are kept unsure."""
 
     # Importing chat history
     import_max_bytes: int = Field(50_000_000, ge=1000)

@@ -1,5 +1,6 @@
-"""The conversation's view of the memory tiers: context for a turn, the `remember` tool,
-and the background work after a turn (extraction, summaries, memory notices)."""
+"""The conversation's view of the memory tiers: context for a turn, the `remember` and
+`confirm_memory` tools, and the background work after a turn (extraction, summaries,
+memory notices, the daily question about an unsure memory)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,17 @@ from bot.llm import ToolCall, ToolSpec
 from bot.prompting import MemoryContext, TurnWindow
 from memory.care.provenance import turn_message_ids
 from memory.care.repository import SqlMemoryRepository
+from memory.learning.affirmation import affirm_memory
 from memory.learning.extraction import due_sessions, extract_session, remember_explicit
+from memory.learning.reconcile import CONFIDENCE_FLOOR
 from memory.learning.session_summary import fold_running_summary
+from memory.learning.unsure import next_to_ask
 from memory.recall.context import assemble_context
 from memory.recall.retrieval import mark_recalled
 from memory.store.conversations import SqlConversationStore
 from memory.store.database import Database
 from memory.store.errors import NotAboutThePerson
-from memory.store.items import ExtractionOutcome, MemoryItem, UpdateQuestion
+from memory.store.items import ExtractionOutcome, MemoryItem, UpdateQuestion, content_hash
 from memory.store.ports import Clock, Embedder, TextWriter, ToolCaller
 from memory.store.records import ConversationSession, Inbound, Person
 
@@ -52,12 +56,36 @@ REMEMBER_TOOL = ToolSpec(
 )
 
 
+CONFIRM_TOOL = ToolSpec(
+    name="confirm_memory",
+    description=(
+        "Call when the person affirms something you remember about them (they say it is "
+        "right, or say it again: 'yes, I still work at the bakery'). Only for their own "
+        "life, only what they affirmed; it makes that memory surer and keeps it in mind."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "text": {
+                "type": "string",
+                "description": "The remembered item they affirmed, as you remember it, "
+                "e.g. 'Works at the bakery on Elm Street'.",
+                "maxLength": 500,
+            }
+        },
+        "required": ["text"],
+    },
+)
+CONFIRM_MATCH = 0.80  # how close the tool's text must be to a memory to confirm it
+
+
 @dataclass(frozen=True, slots=True)
 class MemorySettings:
     """Knobs of the memory tiers."""
 
     budget_tokens: int = 1500
     extract_every_n: int = 8
+    confidence_floor: float = CONFIDENCE_FLOOR
 
 
 class Notices(Protocol):
@@ -78,6 +106,9 @@ class Notices(Protocol):
 AskUpdate = Callable[[Person, UpdateQuestion], Awaitable[Reply]]
 """Words and buttons of the question put to a person when their new words contradict a
 memory they set themselves (the command UI provides it: `bot.commands.questions`)."""
+AskUnsure = Callable[[Person, MemoryItem], Awaitable[Reply]]
+"""Words and buttons of "Did I get this right?" about an unsure memory
+(`bot.commands.unsure`)."""
 
 
 class MemoryServices:
@@ -98,6 +129,7 @@ class MemoryServices:
         ask_update: AskUpdate,
         settings: MemorySettings,
         autocommit: Database | None = None,
+        ask_unsure: AskUnsure | None = None,
     ) -> None:
         self._sessions = sessions
         self._autocommit = autocommit or sessions
@@ -110,13 +142,14 @@ class MemoryServices:
         self._clock = clock
         self._background = background
         self._ask_update = ask_update
+        self._ask_unsure = ask_unsure
         self._settings = settings
         self.notices = notices
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
         """Tools the model may call during a private conversation (a group gets none)."""
-        return (REMEMBER_TOOL,)
+        return (REMEMBER_TOOL, CONFIRM_TOOL)
 
     async def context_for(
         self, person: Person, session: ConversationSession, query: str
@@ -150,6 +183,8 @@ class MemoryServices:
         """Carry out the model's `remember` call; the memory records the turn's messages
         (`message_id` and the rest of its burst), so forgetting it hides those words."""
         text = str(call.input.get("text", "")).strip()[:500]
+        if call.name == CONFIRM_TOOL.name and text:
+            return await self._confirm(person, message_id, text)
         if call.name != REMEMBER_TOOL.name or not text:
             return "Nothing was saved: unknown tool or empty text."
         sources = await turn_message_ids(self._sessions, user_id=person.id, message_id=message_id)
@@ -170,6 +205,26 @@ class MemoryServices:
             )
         log.info("memory.saved_by_tool", memory_id=item.id)
         return f"Saved as {item.label}. The person can see it with /memory."
+
+    async def _confirm(self, person: Person, message_id: int, text: str) -> str:
+        """Carry out `confirm_memory`: affirm the live memory that says `text` (the same
+        words, or a close paraphrase), recording the turn's messages as its sources."""
+        known = await self._memories.by_hash(person.id, content_hash(text))
+        if known is None:
+            (vector,) = await self._memories.embed([text])
+            near = await self._memories.similar(
+                person.id, vector, limit=1, min_similarity=CONFIRM_MATCH
+            )
+            known = near[0][0] if near else None
+        if known is None:
+            return "Nothing was confirmed: no remembered item says that. Use remember if it is new."
+        sources = await turn_message_ids(self._sessions, user_id=person.id, message_id=message_id)
+        item = await affirm_memory(
+            self._memories, person.id, known.short_id, via="tool", source_message_ids=sources
+        )
+        if item is None:
+            return "Nothing was confirmed: that memory changed meanwhile."
+        return f"Confirmed {item.label}: it is surer now and stays in mind."
 
     def after_turn(self, person: Person, inbound: Inbound, window: TurnWindow) -> None:
         """Extract closed or long-running sessions and fold long ones, in the background."""
@@ -205,13 +260,26 @@ class MemoryServices:
             embedder=self._embedder,
             clock=self._clock,
             timezone=person.timezone,
+            min_confidence=self._settings.confidence_floor,
         )
         metrics.record_extraction(outcome)
-        if outcome.items and person.memory_notices:
+        if any(not item.unsure for item in outcome.items) and person.memory_notices:
             await self._notify(person, outcome)
         for question in outcome.questions:
             await self._send(person, await self._ask_update(person, question))
+        await self.ask_unsure(person)
         return outcome
+
+    async def ask_unsure(self, person: Person) -> bool:
+        """Put one unsure memory to the person ("Did I get this right?"), at most one a
+        day, in their allowed window like every message the companion starts."""
+        if self._ask_unsure is None:
+            return False
+        item = await next_to_ask(self._memories, person.id)
+        if item is None:
+            return False
+        await self._send(person, await self._ask_unsure(person, item))
+        return True
 
     async def sweep(self, *, idle_gap: timedelta, limit: int = 50) -> int:
         """Close idle sessions, embed messages stored while the embedder was failing, and
@@ -232,8 +300,9 @@ class MemoryServices:
         return len(due)
 
     async def _notify(self, person: Person, outcome: ExtractionOutcome) -> None:
-        """One short notice per extraction pass, with an Undo button per item."""
-        await self.send_notice(person, items=outcome.items)
+        """One short notice per extraction pass, with an Undo button per item (unsure
+        items are asked about instead, one a day)."""
+        await self.send_notice(person, items=[i for i in outcome.items if not i.unsure])
 
     async def send_notice(
         self, person: Person, *, items: Sequence[MemoryItem] = (), reply: Reply | None = None

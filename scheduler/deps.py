@@ -41,6 +41,7 @@ class SchedulerConfig:
     idle_gap: timedelta = timedelta(minutes=30)  # a session idle this long is closed
     llm_steps: bool = True  # merge text, diary, extraction retries (needs a model key)
     memory_budget_tokens: int = 1500  # memory in a check-in prompt
+    memory_retention_days: int = 90  # dead memories are deleted this long after; 0 keeps
     tick_seconds: float = 60.0  # check-ins, follow-ups, outbox recovery
     nightly_seconds: float = 600.0  # patrol and diary for people past their 03:00
     sweep_seconds: float = 60.0  # close idle sessions and extract them
@@ -55,6 +56,7 @@ def config_from(core: Core, **overrides: object) -> SchedulerConfig:
         "llm_steps": core.settings.has_llm,
         "idle_gap": timedelta(minutes=core.settings.session_idle_minutes),
         "memory_budget_tokens": core.settings.memory_budget_tokens,
+        "memory_retention_days": core.settings.memory_retention_days,
         "import_seconds": core.settings.import_batch_seconds,
     }
     values.update(overrides)

@@ -16,7 +16,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 import structlog
@@ -104,7 +104,14 @@ async def _claim(deps: SchedulerDeps, report: PatrolReport, now: datetime) -> _C
         if not rows:
             return None
         batch = batch_of([(r.id, r.last_patrol_at) for r in rows], now)
-        changes = await run_mechanical(db, batch, now=now, idle_gap=deps.config.idle_gap)
+        days = deps.config.memory_retention_days
+        changes = await run_mechanical(
+            db,
+            batch,
+            now=now,
+            idle_gap=deps.config.idle_gap,
+            retention=timedelta(days=days) if days > 0 else None,
+        )
         await _advance(db, deps, rows, now)
     report.people += len(rows)
     report.changes.update(changes)

@@ -50,14 +50,22 @@ def sort_key(item: MemoryItem) -> tuple[int, float, float]:
 
 
 def describe(item: MemoryItem, zone: ZoneInfo, now: datetime) -> str:
-    """'m12 · Job interview at Acme — Fri 6 Mar · fades 9 Mar · I noticed, 2 Mar'."""
+    """'m12 · Job interview at Acme — Fri 6 Mar · fades 9 Mar · I noticed, 2 Mar (90%
+    sure) · confirmed 4 Mar'; an unsure item says 'not sure (60%)' instead."""
     parts = [f"{item.label} · {item.content}"]
     if item.event_at is not None:
         parts[0] += f" — {item.event_at.astimezone(zone):%a %-d %b}"
     if item.expires_at is not None and not item.pinned:
         parts.append(f"fades {item.expires_at.astimezone(zone):%-d %b}")
     source = "you said" if item.source == "user" else "I noticed"
-    parts.append(f"{source}, {item.created_at.astimezone(zone):%-d %b}")
+    said = f"{source}, {item.created_at.astimezone(zone):%-d %b}"
+    sure = round(item.confidence * 100)
+    if item.unsure:
+        parts += [said, f"not sure ({sure}%)"]
+    else:
+        parts.append(said if item.source == "user" else f"{said} ({sure}% sure)")
+    if item.last_confirmed_at is not None:
+        parts.append(f"confirmed {item.last_confirmed_at.astimezone(zone):%-d %b}")
     return " · ".join(parts)
 
 

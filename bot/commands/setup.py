@@ -14,6 +14,7 @@ from bot.commands import (
     memory_view,
     preferences,
     questions,
+    unsure,
 )
 from bot.commands.base import ACTION_PREFIX, CommandDeps, CommandSource, person_of
 from bot.commands.router import STALE_BUTTON, Router
@@ -93,6 +94,7 @@ VERBS: dict[str, Verb] = {
     "set": preferences.set_flags,
     "update_yes": lambda d, p, x: questions.answer(d, p, x, True),
     "update_no": lambda d, p, x: questions.answer(d, p, x, False),
+    "affirm": unsure.affirm_verb,
     "import_self": importing.chose_self,
     "import_undo": importing.undo_verb,
     "outreach": linking.outreach_choice,

@@ -6,11 +6,13 @@ patrol) and changes every matching memory at once; changes people can see are re
 in `memory_events` by the same statement (actor 'patrol').
 
 Decay: a memory's weight is importance × exp(−sessions/30), where `sessions` counts the
-person's sessions since it was last recalled: their `session_seq` (advanced here, once a
-night) less the memory's `recall_seq`. It fades ('dying', still searchable)
-below 2 and, for the active tier, retires ('dead') below 1; core memories are permanent
-until superseded or forgotten, so they only fade. Pinned and explicit (source 'user')
-memories never decay.
+person's sessions since it was last recalled or affirmed: their `session_seq` (advanced
+here, once a night) less the memory's `recall_seq`. It fades ('dying': out of the
+standing block, still recalled) below 2 and, for the active tier, retires ('dead') below
+1; core memories are permanent until superseded or forgotten, so they only fade. Pinned
+and explicit (source 'user') memories never decay. A recall restarts the clock but a
+dying memory stays dying; affirmation makes it active (`memory.learning.affirmation`).
+Dead memories are deleted after the retention period (`memory_retention_days`).
 
 The 30-day trash purge deletes forgotten memories with their earlier versions and
 erases the words they came from (`memory.care.forgetting.purge_forgotten`).
@@ -79,12 +81,25 @@ activity AS (
 UPDATE users AS u SET session_seq = u.session_seq + a.k FROM activity AS a WHERE u.id = a.user_id
 """)
 
-REVIVE = _transition(
-    "m.status = 'dying' AND m.last_recalled_at > p.since",
-    "active",
-    "revive",
-    ", recall_seq = (SELECT u.session_seq FROM users AS u WHERE u.id = m.user_id)",
+# Retrieval alone is one activation: a dying memory recalled since the last patrol has
+# its decay clock restarted (it will not die of that fade), but it stays `dying`, so
+# recall-only; only affirmation (memory.learning.affirmation) makes it `active` again.
+REVIVE = text(f"""
+WITH {_PEOPLE},
+kept AS (
+    UPDATE memories AS m
+    SET recall_seq = (SELECT u.session_seq FROM users AS u WHERE u.id = m.user_id)
+    FROM p
+    WHERE m.user_id = p.user_id AND m.valid_until IS NULL AND NOT m.pinned
+      AND m.status = 'dying' AND m.last_recalled_at > p.since
+    RETURNING m.id, m.user_id, m.short_id
 )
+INSERT INTO memory_events (user_id, memory_id, action, actor, details, created_at)
+SELECT user_id, id, 'revive', 'patrol',
+       jsonb_build_object('short_id', short_id, 'status', 'dying', 'recall_only', true),
+       CAST(:now AS timestamptz)
+FROM kept
+""")
 EXPIRE = _transition(
     "m.tier = 'active' AND m.status = 'active' AND m.expires_at < :now "
     "AND (m.last_recalled_at IS NULL OR m.last_recalled_at < m.expires_at)",
@@ -152,6 +167,28 @@ FROM p
 WHERE s.user_id = p.user_id AND s.closed_at IS NULL AND s.last_message_at < :idle_before
 """)
 
+# Dead memories stay findable by an explicit search for the retention period after they
+# died (their 'retire' or 'archive' event), then go with every earlier version of them;
+# their events and questions go with them (ON DELETE CASCADE), and with the rows their
+# vectors and provenance (source message ids). The messages stay: they are the
+# person's conversation, not derived from the memory.
+PURGE_DEAD = text(f"""
+WITH RECURSIVE {_PEOPLE},
+doomed AS (
+    SELECT m.id FROM memories AS m JOIN p ON m.user_id = p.user_id
+    WHERE m.status = 'dead' AND m.valid_until IS NULL
+      AND coalesce((SELECT max(e.created_at) FROM memory_events AS e
+                    WHERE e.memory_id = m.id AND e.action IN ('retire', 'archive')),
+                   m.valid_from) < :dead_before
+),
+versions(id) AS (
+    SELECT id FROM doomed
+    UNION
+    SELECT m.id FROM memories AS m JOIN versions AS v ON m.superseded_by = v.id
+)
+DELETE FROM memories AS m USING versions AS v WHERE m.id = v.id
+""")
+
 STEPS: tuple[tuple[str, TextClause], ...] = (
     ("count_sessions", COUNT_SESSIONS),
     ("revive", REVIVE),
@@ -169,9 +206,15 @@ def weight(importance: float, sessions: int) -> float:
 
 
 async def run_mechanical(
-    db: AsyncSession, batch: Batch, *, now: datetime, idle_gap: timedelta
+    db: AsyncSession,
+    batch: Batch,
+    *,
+    now: datetime,
+    idle_gap: timedelta,
+    retention: timedelta | None = None,
 ) -> dict[str, int]:
-    """Every mechanical step for the batch, in the caller's transaction; rows per step."""
+    """Every mechanical step for the batch, in the caller's transaction; rows per step.
+    Dead memories are deleted `retention` after they died (None keeps them)."""
     params = {
         "ids": list(batch.ids),
         "since": list(batch.since),
@@ -190,6 +233,12 @@ async def run_mechanical(
     # The trash purge also erases the words behind what it purges: several statements,
     # each still set-based over the whole batch.
     counts["purge_trash"] = await purge_forgotten(db, user_ids=batch.ids, before=now - TRASH_DAYS)
+    if retention is not None:
+        purged = await db.execute(
+            PURGE_DEAD,
+            {"ids": list(batch.ids), "since": list(batch.since), "dead_before": now - retention},
+        )
+        counts["purge_dead"] = int(getattr(purged, "rowcount", 0) or 0)
     return counts
 
 

@@ -42,7 +42,13 @@ from memory.learning.extraction_prompt import (
 )
 from memory.learning.judge import judge_unseen
 from memory.learning.lifespan import lifespan, parse_event_date
-from memory.learning.reconcile import Plan, plans_from, save_explicit, store_plans
+from memory.learning.reconcile import (
+    CONFIDENCE_FLOOR,
+    Plan,
+    plans_from,
+    save_explicit,
+    store_plans,
+)
 from memory.learning.session_summary import summarise_closed_session
 from memory.learning.system_claims import claims_power_over_system
 from memory.local_time import zone_of
@@ -93,6 +99,7 @@ async def extract_session(
     timezone: str,
     min_importance: float = 3,
     summarise: bool = True,
+    min_confidence: float = CONFIDENCE_FLOOR,
 ) -> ExtractionOutcome:
     """Extract, validate and store what the session's new messages say about the person;
     once a closed session is read to its end, summarise how it went (unless `summarise`
@@ -109,7 +116,7 @@ async def extract_session(
         return ExtractionOutcome()
     asked = _Asking(llm, sessions, embedder, user_id, session_id, timezone, clock.now())
     try:
-        run = await _extract_window(asked, read, min_importance)
+        run = await _extract_window(asked, read, min_importance, min_confidence)
     except Exception as exc:
         await _record_failure(sessions, user_id=user_id, session_id=session_id, error=exc)
         return ExtractionOutcome(failed=True)
@@ -208,7 +215,9 @@ class _Run:
     dropped: int
 
 
-async def _extract_window(asking: _Asking, read: _Read, min_importance: float) -> _Run:
+async def _extract_window(
+    asking: _Asking, read: _Read, min_importance: float, min_confidence: float
+) -> _Run:
     """Ask the model about the unread messages. An answer cut off at its token limit is
     never used: the same window is asked again with more room, then half of it, then a
     quarter (the rest waits for the next run); past that, the run fails."""
@@ -234,7 +243,7 @@ async def _extract_window(asking: _Asking, read: _Read, min_importance: float) -
             )
             continue
         zone = zone_of(asking.timezone)
-        plans, dropped = plans_from(answer, shown, zone, asking.now, min_importance)
+        plans, dropped = plans_from(answer, shown, zone, asking.now, min_importance, min_confidence)
         vectors = await _embed(asking.embedder, plans)
         plans = await judge_unseen(
             asking.llm,

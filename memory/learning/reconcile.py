@@ -10,6 +10,11 @@ a candidate that ends or negates a fact ("no longer", "used to", "quit", "moved"
 the nearest live memory of its category or subject that does not, when the two say the
 same thing once the cue words are set aside (and are about the same people). Extracted
 memories never replace what the person set explicitly or pinned: the person is asked.
+
+A known memory said again is affirmed (`memory.learning.affirmation`). A candidate the
+model is unsure of (confidence at least the floor, below `MIN_CONFIDENCE`) is kept only
+as a new memory marked unsure (recall-only until the person confirms it): it never
+affirms, replaces or asks about what is known.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from zoneinfo import ZoneInfo
 
 import structlog
 
+from memory.learning.affirmation import affirm
 from memory.learning.endings import has_ending, overlap
 from memory.learning.extraction_prompt import ExtractedMemory, ExtractionAnswer
 from memory.learning.lifespan import lifespan, parse_event_date
@@ -42,7 +48,8 @@ from memory.store.threads import THREADED_CATEGORIES, attach, file_under, thread
 
 log = structlog.get_logger(__name__)
 
-MIN_CONFIDENCE = 0.7
+MIN_CONFIDENCE = 0.7  # below this (down to the floor) a candidate is kept as unsure
+CONFIDENCE_FLOOR = 0.4  # below this a candidate is dropped
 MAX_CONTENT_CHARS = 500
 MIN_CONTENT_CHARS = 12
 MIN_CONTENT_WORDS = 3
@@ -79,13 +86,15 @@ def plans_from(
     zone: ZoneInfo,
     now: datetime,
     min_importance: float,
+    min_confidence: float = CONFIDENCE_FLOOR,
 ) -> tuple[list[Plan], int]:
-    """Validated candidates with tier and expiry decided, and how many were dropped."""
+    """Validated candidates with tier and expiry decided, and how many were dropped;
+    those with confidence in [`min_confidence`, `MIN_CONFIDENCE`) are marked unsure."""
     user_ids = {m.id for m in shown if m.role == "user"}
     plans: list[Plan] = []
     for extracted in answer.memories:
         evidence = tuple(sorted(set(extracted.evidence_message_ids) & user_ids))
-        reason = rejection(extracted, evidence, min_importance)
+        reason = rejection(extracted, evidence, min_importance, min_confidence)
         if reason is not None:
             log.debug("memory.candidate_dropped", reason=reason)
             continue
@@ -100,6 +109,7 @@ def plans_from(
             event_at=span.event_at,
             expires_at=span.expires_at,
             source_message_ids=evidence,
+            unsure=extracted.confidence < MIN_CONFIDENCE,
         )
         title = extracted.thread
         if title is not None and claims_power_over_system(title):
@@ -111,7 +121,10 @@ def plans_from(
 
 
 def rejection(
-    extracted: ExtractedMemory, evidence: Sequence[int], min_importance: float
+    extracted: ExtractedMemory,
+    evidence: Sequence[int],
+    min_importance: float,
+    min_confidence: float = CONFIDENCE_FLOOR,
 ) -> str | None:
     """Why a candidate cannot be stored (None when it can): evidence, thresholds, shape."""
     words = re.findall(r"\w+", extracted.content.casefold())
@@ -119,7 +132,7 @@ def rejection(
         return "evidence"
     if claims_power_over_system(extracted.content):
         return "system_claim"
-    if extracted.confidence < MIN_CONFIDENCE:
+    if extracted.confidence < min(min_confidence, MIN_CONFIDENCE):
         return "confidence"
     if extracted.importance < min_importance:
         return "importance"
@@ -163,6 +176,9 @@ async def _reconcile(
     candidate = plan.candidate
     vector = vectors[candidate.content]
     action, target = await _match(batch, plan, vectors)
+    if candidate.unsure and (action != "add" or target is not None):
+        log.info("memory.unsure_match_skipped", user_id=batch.user_id)
+        return "skipped", None, None
     if action == "skip":
         if target is not None and target.live:
             await _mentioned_again(batch, plan, target, vectors, session_id)
@@ -211,11 +227,16 @@ async def _mentioned_again(
     vectors: dict[str, Embedding],
     session_id: int,
 ) -> None:
-    """A live memory was said again: it stays relevant longer, and its situation came
-    up in this session too (a memory without a live thread gets one now)."""
+    """A live memory was said again: it is affirmed (more confident, its decay
+    restarted), it stays relevant longer, and its situation came up in this session too
+    (a memory without a live thread gets one now). The restatement is not added to its
+    sources: undoing an import must not take a memory known before it."""
     candidate = plan.candidate
     if known.expires_at is not None and candidate.expires_at is not None:
         await batch.refresh_expiry(known, candidate.expires_at, actor="extraction")
+    await affirm(
+        batch, known.short_id, via="restated", actor="extraction", expires_at=candidate.expires_at
+    )
     if candidate.category not in THREADED_CATEGORIES:
         return
     if known.thread_id is not None and await touch(batch, known.thread_id, session_id):
@@ -321,11 +342,12 @@ async def _named(batch: MemoryBatch, text: str, vector: Embedding | None) -> Mem
 async def save_explicit(
     batch: MemoryBatch, candidate: Candidate, vector: Embedding | None
 ) -> MemoryItem:
-    """Store what the person asked to remember; an extracted copy of it becomes theirs."""
+    """Store what the person asked to remember; an extracted copy of it becomes theirs,
+    and their own memory said again is affirmed."""
     same = await batch.by_hash(content_hash(candidate.content))
     if same is not None and (same.source == "user" or same.pinned):
         await batch.add_sources(same.short_id, candidate.source_message_ids)
-        return same
+        return await affirm(batch, same.short_id, via="restated", actor="user")
     if same is None and vector is not None:
         near = await batch.similar(vector, limit=1, min_similarity=DUPLICATE_SIMILARITY)
         if near and near[0][0].source != "user" and not near[0][0].pinned:

@@ -3,7 +3,8 @@
 Order of priority: pinned → core (by importance) → active threads and events near
 today → notes to self → how the last conversation ended → what recall finds for this
 message (last, so what it finds never pushes out a standing line). Each section is left
-out when empty; the whole is rendered as delimited data.
+out when empty; the whole is rendered as delimited data. Which memories stand and how
+recall marks the others (over, faded, unsure) is `life_cycle.py`'s rule.
 
 For the prompt cache the block also comes in two parts: the standing one (pinned, core,
 notes to self, the last conversation; lines in id order, nothing relative to now), the
@@ -26,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.local_time import zone_of
 from memory.person_words import escape_text
+from memory.recall.life_cycle import over_note, standing_filter
 from memory.recall.memory_block import MEMORY_BLOCK_END, MEMORY_BLOCK_START
 from memory.recall.retrieval import Recalled, recall
 from memory.recall.tokens import estimate_tokens
@@ -196,6 +198,7 @@ def standing_statement() -> Any:
         Memory.user_id == bindparam("uid"),
         Memory.valid_until.is_(None),
         Memory.status.in_(("active", "dying")),
+        standing_filter(),
     )
     near = or_(
         Memory.event_at.between(bindparam("recent_from"), bindparam("upcoming_to")),
@@ -250,12 +253,14 @@ def standing_sections(rows: Sequence[Standing], now: datetime, zone: ZoneInfo) -
 _SPEAKERS = {"user": "they said", "other": "someone else said to them (an imported chat)"}
 
 
-def recall_section(found: Sequence[Recalled], zone: ZoneInfo) -> Section:
-    """What recall found for this message: memories first, then past messages."""
+def recall_section(found: Sequence[Recalled], zone: ZoneInfo, now: datetime) -> Section:
+    """What recall found for this message: memories first (one that is over, faded or
+    unsure marked so, with its dates), then past messages."""
     lines = []
     for item in found:
         if item.kind == "memory":
-            lines.append(Line(item.content, item.id))
+            note = over_note(item.life, now, zone) if item.life is not None else None
+            lines.append(Line(f"{item.content} ({note})" if note else item.content, item.id))
         else:
             who = _SPEAKERS.get(item.role or "", "you said")
             when = item.created_at.astimezone(zone)
@@ -330,7 +335,7 @@ def compose(
     sections.append(Section(NOTES, tuple(Line(n) for n in facts.notes_to_self)))
     if facts.last_summary:
         sections.append(Section(LAST_TIME, (Line(facts.last_summary),)))
-    sections.append(recall_section(fresh, zone))
+    sections.append(recall_section(fresh, zone, now))
     kept = fit_sections(sections, budget)
     ids = tuple(line.memory_id for s in kept for line in s.lines if line.memory_id is not None)
     recalled = {f.id for f in fresh if f.kind == "memory"}

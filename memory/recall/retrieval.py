@@ -36,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.recall.embeddings import EmbeddingError
 from memory.recall.entities import linked_names
+from memory.recall.life_cycle import Life
 from memory.recall.when import SLACK, Window, time_window
 from memory.store.binary_vector import BinaryVector
 from memory.store.ports import Embedder
@@ -108,6 +109,8 @@ class Recalled:
     event_at: datetime | None = None
     role: str | None = None
     platform_message_id: str | None = None
+    life: Life | None = None
+    """A memory's place in its life cycle (None for a message)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +135,10 @@ class Candidate:
     window_rank: int | None = None  # among rows from the time the query names, by cosine
     session_rank: int | None = None  # its session's summary among the person's summaries
     entity_rank: int | None = None  # by the names it shares with the first hop's best rows
+    status: str | None = None
+    expires_at: datetime | None = None
+    unsure: bool | None = None
+    last_confirmed_at: datetime | None = None
 
 
 def rrf_score(ranks: Iterable[tuple[int | None, float]], k: float) -> float:
@@ -206,6 +213,21 @@ def _recalled(c: Candidate, score: float) -> Recalled:
         event_at=c.event_at,
         role=c.role,
         platform_message_id=c.platform_message_id,
+        life=None if c.kind == "message" else life_of(c),
+    )
+
+
+def life_of(c: Candidate) -> Life:
+    """A memory candidate's life-cycle columns."""
+    return Life(
+        tier=c.tier or "core",
+        status=c.status or "active",
+        confidence=c.confidence if c.confidence is not None else 1.0,
+        unsure=bool(c.unsure),
+        created_at=c.created_at,
+        event_at=c.event_at,
+        expires_at=c.expires_at,
+        last_confirmed_at=c.last_confirmed_at,
     )
 
 
@@ -444,7 +466,8 @@ SELECT 'message' AS kind, m.id, r.vrank AS vector_rank, r.trank AS text_rank,
        m.content, m.created_at,
        NULL::int AS short_id, NULL AS tier, NULL AS category, NULL::float AS importance,
        NULL::float AS confidence, NULL::timestamptz AS event_at, m.role, m.platform_message_id,
-       CAST(r.coverage AS float8) AS coverage
+       CAST(r.coverage AS float8) AS coverage, NULL AS status, NULL::timestamptz AS expires_at,
+       NULL::boolean AS unsure, NULL::timestamptz AS last_confirmed_at
 FROM m_top AS r CROSS JOIN LATERAL (
     SELECT * FROM messages AS one WHERE one.user_id = :uid AND one.id = r.id
 ) AS m"""
@@ -454,7 +477,8 @@ SELECT 'memory' AS kind, k.id, r.vrank AS vector_rank, r.trank AS text_rank,
        r.wrank AS window_rank, NULL::bigint AS session_rank, NULL::bigint AS entity_rank,
        k.content, k.created_at,
        k.short_id, k.tier, k.category, k.importance, k.confidence, k.event_at,
-       NULL AS role, NULL AS platform_message_id, CAST(r.coverage AS float8) AS coverage
+       NULL AS role, NULL AS platform_message_id, CAST(r.coverage AS float8) AS coverage,
+       k.status, k.expires_at, k.unsure, k.last_confirmed_at
 FROM k_ranked AS r JOIN memories AS k ON k.id = r.id
 WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n)"""
 

@@ -69,6 +69,8 @@ class Candidate:
     expires_at: datetime | None = None
     source_message_ids: tuple[int, ...] = ()
     thread_id: int | None = None
+    unsure: bool = False
+    """Extracted with middling confidence: kept recall-only until the person confirms it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,13 @@ from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.store.errors import MemoryNotFound, PinLimitReached
-from memory.store.items import Candidate, MemoryEventRecord, MemoryHistory, MemoryItem
+from memory.store.items import (
+    LIVE_STATUSES,
+    Candidate,
+    MemoryEventRecord,
+    MemoryHistory,
+    MemoryItem,
+)
 from memory.store.memory_batch import Embedding, MemoryBatch, current, to_item
 from memory.store.memory_events import events_of, record_event, to_event, version_rows
 from memory.store.ports import Clock, Embedder, Vector
@@ -97,8 +103,12 @@ class SqlMemories:
         async with self._sessions() as db:
             return int(await db.scalar(query) or 0)
 
-    async def find_by_text(self, user_id: int, text: str, *, limit: int = 20) -> list[MemoryItem]:
-        """Current memories containing `text` (case-insensitive) or matching it as words."""
+    async def find_by_text(
+        self, user_id: int, text: str, *, limit: int = 20, include_dead: bool = False
+    ) -> list[MemoryItem]:
+        """Current memories containing `text` (case-insensitive) or matching it as words;
+        with `include_dead`, the dead ones too (an explicit search: they are in no prompt,
+        and are deleted after the retention period)."""
         needle = text.strip()
         if not needle:
             return []
@@ -107,7 +117,7 @@ class SqlMemories:
         query = (
             select(Memory)
             .where(
-                current(user_id),
+                current(user_id, (*LIVE_STATUSES, "dead") if include_dead else LIVE_STATUSES),
                 or_(Memory.content.ilike(pattern, escape="\\"), Memory.tsv.op("@@")(words)),
             )
             .order_by(Memory.content.ilike(pattern, escape="\\").desc(), Memory.importance.desc())

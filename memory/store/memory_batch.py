@@ -144,6 +144,7 @@ class MemoryBatch:
             thread_id=candidate.thread_id,
             event_at=candidate.event_at,
             expires_at=candidate.expires_at,
+            unsure=candidate.unsure,
             valid_from=self.now,
             embedding=embedding,
             created_at=self.now,

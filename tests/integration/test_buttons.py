@@ -59,6 +59,20 @@ async def a_question(core: Core, clock: FakeClock, llm: ScriptedLLM) -> Reply:
     return question
 
 
+async def an_unsure_question(core: Core, clock: FakeClock, llm: ScriptedLLM) -> Reply:
+    """Alice says something the extractor is unsure of: "Did I get this right?"."""
+    delivery = RecordingDelivery()
+    core.outbound.register(delivery)
+    extractor = RuleExtractor()
+    extractor.add("cello", content="The person may be taking up the cello", confidence=0.55)
+    llm.tools["record_memories"] = extractor
+    await run(core, "thinking about the cello maybe")
+    clock.advance(hours=1)
+    await core.memory.sweep(idle_gap=timedelta(minutes=30))
+    ((_, question),) = delivery.sent
+    return question
+
+
 async def a_linked_account(core: Core) -> tuple[Reply, Reply]:
     """Alice links a Telegram account (the answer, with its buttons), and asks to unlink
     it again from there (the confirmation)."""
@@ -91,6 +105,7 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
     quiet_menu = await press(core, settings, "Quiet hours")
     timezone_menu = await press(core, settings, "Timezone")
     question = await a_question(core, clock, llm)
+    unsure = await an_unsure_question(core, clock, llm)
     whose = await send_file(core, "result.json", (IMPORTS / "hostile_result.json").read_bytes())
     own = await send_file(core, "notes.txt", (IMPORTS / "notes.txt").read_bytes())
     linked, unlink = await a_linked_account(core)
@@ -122,6 +137,7 @@ async def every_kind_of_button(core: Core, clock: FakeClock, llm: ScriptedLLM) -
         (timezone_menu, "Tokyo"),
         (question, "Yes"),
         (question, "No"),
+        (unsure, "✓ Yes"),
         (whose, "Sam Rivers"),
         (whose, "Cancel"),
         (own, "Start"),

@@ -46,22 +46,22 @@ async def test_active_items_show_their_dates_and_when_they_fade(
     assert shown.splitlines() == [
         "What I remember about you (5 items, page 1 of 1):",
         "📌 Pinned",
-        "m4 · Training for a half marathon · I noticed, 2 Mar",  # pinned: never fades
+        "m4 · Training for a half marathon · I noticed, 2 Mar (90% sure)",  # pinned: never fades
         "",
         "About you",
-        "m5 · Works as a nurse · I noticed, 2 Mar",
+        "m5 · Works as a nurse · I noticed, 2 Mar (90% sure)",
         "",
         "Coming up and recent",
-        "m2 · Flight to Tokyo — Thu 5 Mar · fades 8 Mar · I noticed, 2 Mar",
-        "m1 · Job interview at Acme — Fri 6 Mar · fades 9 Mar · I noticed, 2 Mar",
+        "m2 · Flight to Tokyo — Thu 5 Mar · fades 8 Mar · I noticed, 2 Mar (90% sure)",
+        "m1 · Job interview at Acme — Fri 6 Mar · fades 9 Mar · I noticed, 2 Mar (90% sure)",
         "",
         "Going on now",
-        "m3 · Looking for a new flat · fades 30 Mar · I noticed, 2 Mar",
+        "m3 · Looking for a new flat · fades 30 Mar · I noticed, 2 Mar (90% sure)",
     ]
     active = (await run(core, "/memory active")).text
     assert "4 items" in active and "nurse" not in active
     assert (await run(core, "/memory m2")).text == (
-        "m2 · Flight to Tokyo — Thu 5 Mar · fades 8 Mar · I noticed, 2 Mar"
+        "m2 · Flight to Tokyo — Thu 5 Mar · fades 8 Mar · I noticed, 2 Mar (90% sure)"
     )
     await run(core, "/timezone UTC")
     assert "Flight to Tokyo — Wed 4 Mar" in (await run(core, "/memory m2")).text

@@ -201,7 +201,8 @@ async def test_decay_fades_and_retires_faded_items_with_pinned_and_explicit_exem
     assert (await row(core, steady)).status == "active"
 
 
-async def test_recalled_items_are_revived(core: Core, alice: int) -> None:
+async def test_recalled_items_are_revived_for_recall_only(core: Core, alice: int) -> None:
+    """Retrieval alone is one activation: the decay clock restarts, the status stays."""
     revived = await memory(
         core,
         alice,
@@ -218,9 +219,11 @@ async def test_recalled_items_are_revived(core: Core, alice: int) -> None:
         last_recalled_at=LAST_PATROL - timedelta(days=3),
     )
     await run_nightly(deps_for(core))
-    assert (await row(core, revived)).status == "active"
+    assert (await row(core, revived)).status == "dying"  # only affirmation makes it active
+    assert await sessions_since_recall(core, revived) == 0
     assert await actions(core, revived) == ["revive"]
     assert (await row(core, still_dying)).status == "dying"
+    assert await sessions_since_recall(core, still_dying) == 40
 
 
 async def copy_embedding(core: Core, source: int, target: int) -> None:

@@ -86,7 +86,9 @@ def _candidate(**fields: Any) -> ExtractedMemory:
     [
         ({}, (1,), None),
         ({}, (), "evidence"),
-        ({"confidence": 0.69}, (1,), "confidence"),
+        ({"confidence": 0.69}, (1,), None),  # kept, as unsure
+        ({"confidence": 0.4}, (1,), None),
+        ({"confidence": 0.39}, (1,), "confidence"),
         ({"importance": 2}, (1,), "importance"),
         ({"content": "x" * 501}, (1,), "too_long"),
         ({"content": "Has Rex"}, (1,), "too_short"),
