@@ -99,6 +99,8 @@ class Settings(BaseSettings):
     # Adapters (all platforms)
     burst_window_seconds: float = Field(2.0, ge=0)
     rate_limit_per_minute: float = Field(20, gt=0)
+    turn_lease_seconds: float = Field(30.0, ge=1)
+    """How long a process that died mid-turn keeps the person's turn (renewed while alive)."""
 
     # Logging
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
