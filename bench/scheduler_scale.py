@@ -15,6 +15,17 @@ scheduler's own: the check-in dispatch at `--small` people and at `--people` peo
 
 Run: `python -m bench.scheduler_scale [--people 100000] [--small 10000] [--memories 200]`;
 quick: `--people 2000 --small 500 --memories 40`.
+
+`--cohort N` measures instead a whole 09:00 cohort with a model that takes 3 s a call:
+N people (one timezone, all at 09:00, no memories) spread over the 20-minute window,
+claimed and sent by `--workers` processes (default 4) running the real scheduler code
+(`run_checkins`: SKIP LOCKED claims sized by free slots, compose, the outbox steps,
+delivery to a counting port) against one real PostgreSQL. Simulated: the model (a sleep)
+and time: every process reads one shared clock running `--scale` times faster than the
+wall clock, so a 3 s call sleeps 3/scale s and the database's own work also counts
+`--scale` times over (pessimistic). Figures: `checkin_cohort_p100_minutes` (from 09:00
+until the last one is sent), `checkin_missed`, `checkin_duplicates`.
+`python -m bench.scheduler_scale --cohort 100000 --concurrency 64 --scale 10`.
 """
 
 from __future__ import annotations
@@ -483,6 +494,219 @@ def child(phase: str, url: str, concurrency: int) -> dict[str, Any]:
     return dict(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
+# ---------------------------------------------------------------- the 09:00 cohort
+
+NINE = datetime(2026, 11, 4, 8, 0, tzinfo=UTC)  # 09:00 in Copenhagen (CET)
+COHORT_ZONE = "Europe/Copenhagen"
+COHORT_LEAD = timedelta(minutes=1)  # the shared clock starts at 08:59
+MODEL_SECONDS = 3.0
+SPREAD = timedelta(minutes=20)
+
+
+@dataclass
+class ScaledClock:
+    """One clock for every worker: `start` at wall time `wall0`, `scale` times faster."""
+
+    start: datetime
+    wall0: float
+    scale: float
+
+    def now(self) -> datetime:
+        """The shared virtual instant."""
+        return self.start + timedelta(seconds=(time.time() - self.wall0) * self.scale)
+
+
+class ThreeSecondModel:
+    """Drafts every check-in after 3 s of (scaled) time; counts the calls at once."""
+
+    def __init__(self, scale: float) -> None:
+        self.pause = MODEL_SECONDS / scale
+        self.running = 0
+        self.most = 0
+        self.calls = 0
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        """A `decide_checkin` call after the pause."""
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            await asyncio.sleep(self.pause)
+        finally:
+            self.running -= 1
+        self.calls += 1
+        draft = {"send": True, "message": "Morning! How did the climbing go?"}
+        return Completion(text="", model="3s", tool_calls=(ToolCall("t", "decide_checkin", draft),))
+
+
+@dataclass
+class TimedDelivery:
+    """A delivery port that records who got a message, and when (seconds after 09:00)."""
+
+    clock: ScaledClock
+    platform: str = "bench"
+    sent: list[tuple[int, float]] = field(default_factory=list)
+
+    async def send(self, recipient: Recipient, reply: Reply) -> str:
+        """Accept the message."""
+        self.sent.append((recipient.user_id, (self.clock.now() - NINE).total_seconds()))
+        return str(len(self.sent))
+
+
+async def load_cohort(url: str, people: int) -> None:
+    """`people` at 09:00 in one zone, each already scheduled at their spread time."""
+    from bot.timing import spread_checkin
+
+    conn = await _loader(url)
+    try:
+        users = [
+            (i, f"person {i}", COHORT_ZONE, clock_time(9), True,
+             next_checkin(NINE - timedelta(hours=1), COHORT_ZONE,
+                          spread_checkin(clock_time(9), i, SPREAD, None, None)))
+            for i in range(1, people + 1)
+        ]  # fmt: skip
+        await conn.copy_records_to_table(
+            "users",
+            records=users,
+            columns=["id", "display_name", "timezone", "checkin_time", "timezone_known",
+                     "next_checkin_at"],
+        )  # fmt: skip
+        await conn.copy_records_to_table(
+            "identities",
+            records=[(i, "bench", f"u{i}", f"c{i}") for i in range(1, people + 1)],
+            columns=["user_id", "platform", "platform_user_id", "chat_id"],
+        )
+        await conn.execute("VACUUM ANALYZE")
+    finally:
+        await conn.close()
+
+
+async def cohort_worker(
+    url: str, data_dir: str, concurrency: int, scale: float, wall0: float
+) -> dict[str, Any]:
+    """One process's share: the minute tick's check-ins until the cohort is through."""
+    from bot.bootstrap import build_core
+    from bot.config import Settings
+    from scheduler.checkins import run_checkins
+    from scheduler.deps import SchedulerConfig, deps_from
+
+    clock = ScaledClock(NINE - COHORT_LEAD, wall0, scale)
+    model = ThreeSecondModel(scale)
+    settings = Settings(database_url=url, data_dir=Path(data_dir))
+    core = await build_core(settings, llm=model, clock=clock, embedder=HashEmbedder())
+    delivery = TimedDelivery(clock)
+    core.outbound.register(delivery)
+    config = SchedulerConfig(llm_steps=True, concurrency=concurrency, spread=SPREAD)
+    deps = deps_from(core, config)
+    outcomes: Counter[str] = Counter()
+    await asyncio.sleep(max(0.0, wall0 - time.time()))
+    while True:
+        tick = time.time()
+        found = await run_checkins(deps)
+        outcomes += found
+        if not found["claimed"] and clock.now() > NINE + SPREAD + timedelta(minutes=2):
+            break
+        await asyncio.sleep(max(0.0, config.tick_seconds / scale - (time.time() - tick)))
+    await core.aclose()
+    return {
+        "sent": delivery.sent,
+        "outcomes": dict(outcomes),
+        "most_at_once": model.most,
+        "model_calls": model.calls,
+        "rss_mb": _peak_rss_mb(),
+    }
+
+
+async def cohort_rows(url: str) -> dict[str, int]:
+    """Outreach rows by status:reason, and people with more than one row."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT status || coalesce(':' || reason, '') AS s, count(*) AS n "
+            "FROM outreach GROUP BY 1"
+        )
+        twice = await conn.fetchval(
+            "SELECT count(*) FROM (SELECT user_id FROM outreach GROUP BY user_id "
+            "HAVING count(*) > 1) AS t"
+        )
+    finally:
+        await conn.close()
+    return {**{r["s"]: r["n"] for r in rows}, "people_with_two_rows": twice}
+
+
+async def run_cohort(people: int, workers: int, concurrency: int, scale: float) -> None:
+    """Load the cohort, run the workers as child processes, print the report."""
+    with tempfile.TemporaryDirectory(prefix="checkin-cohort-") as data_dir:
+        server = start_embedded(Path(data_dir))
+        try:
+            engine = create_engine(server.url, pool_size=1)
+            await migrate(engine, embedding_dim=DIM)
+            await engine.dispose()
+            print(f"loading {people:,} people due at 09:00", flush=True)
+            await load_cohort(server.url, people)
+            wall0 = time.time() + 20  # every worker built and waiting by then
+            started = time.perf_counter()
+            children = [
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "bench.scheduler_scale",
+                    "--phase",
+                    "cohort",
+                    "--url",
+                    server.url,
+                    "--data-dir",
+                    data_dir,
+                    "--concurrency",
+                    str(concurrency),
+                    "--scale",
+                    str(scale),
+                    "--wall0",
+                    str(wall0),
+                    stdout=asyncio.subprocess.PIPE,
+                )
+                for _ in range(workers)
+            ]
+            outputs = await asyncio.gather(*(child.communicate() for child in children))
+            wall = time.perf_counter() - started
+            rows = await cohort_rows(server.url)
+        finally:
+            server.stop()
+    results = [json.loads(out.decode().strip().splitlines()[-1]) for out, _ in outputs]
+    report_cohort(people, workers, concurrency, scale, wall, results, rows)
+
+
+def report_cohort(
+    people: int,
+    workers: int,
+    concurrency: int,
+    scale: float,
+    wall: float,
+    results: list[dict[str, Any]],
+    rows: dict[str, int],
+) -> None:
+    """Print the cohort run, then its figures."""
+    sends = Counter(user for r in results for user, _ in r["sent"])
+    times = [at for r in results for _, at in r["sent"]]
+    duplicates = sum(n - 1 for n in sends.values() if n > 1) + rows["people_with_two_rows"]
+    missed = people - len(sends)
+    last = max(times) / 60 if times else float("nan")
+    rate = len(times) / max(max(times) - min(times), 1) if times else 0
+    print()
+    print(f"09:00 cohort: {people:,} people, {workers} worker processes x {concurrency} "
+          f"at once, model {MODEL_SECONDS:.0f} s a call, clock x{scale:g} "
+          f"({wall:.0f} s of wall time)")  # fmt: skip
+    for n, r in enumerate(results):
+        print(f"  worker {n}: sent {len(r['sent']):,}, most at once {r['most_at_once']}, "
+              f"outcomes {r['outcomes']}, peak RSS {r['rss_mb']:.0f} MB")  # fmt: skip
+    print(f"  outbox rows {rows}")
+    print(f"  first sent {min(times) / 60:.1f} min after 09:00, last {last:.1f} min; "
+          f"{rate:.1f} sent a second = {rate * 60:,.0f} model calls a minute")  # fmt: skip
+    print()
+    print(f"figure checkin_cohort_p100_minutes {last:.1f} min")
+    print(f"figure checkin_missed {missed} people")
+    print(f"figure checkin_duplicates {duplicates} messages")
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -562,11 +786,24 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--memories", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--phase", choices=("dispatch", "patrol"))
+    parser.add_argument("--phase", choices=("dispatch", "patrol", "cohort"))
+    parser.add_argument("--cohort", type=int, help="measure one 09:00 cohort of N people")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--scale", type=float, default=10.0)
+    parser.add_argument("--wall0", type=float)
     parser.add_argument("--url")
     parser.add_argument("--data-dir")
     args = parser.parse_args()
     configure_logging("WARNING")
+    if args.phase == "cohort":
+        found = asyncio.run(
+            cohort_worker(args.url, args.data_dir, args.concurrency, args.scale, args.wall0)
+        )
+        print(json.dumps(found))
+        return
+    if args.cohort:
+        asyncio.run(run_cohort(args.cohort, args.workers, args.concurrency, args.scale))
+        return
     if args.phase:
         measure = measure_dispatch if args.phase == "dispatch" else measure_patrol
         result = asyncio.run(measure(args.url, args.data_dir, args.concurrency))

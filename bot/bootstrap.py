@@ -32,11 +32,13 @@ from bot.notice_window import NoticeWindow
 from bot.outbound import Outbound
 from bot.prompting import load_persona
 from bot.timezone_onboarding import TimezoneOnboarding
+from bot.turns import SharedTurnLocks
 from memory.care.repository import SqlMemoryRepository
 from memory.recall.embedder_identity import check_embedder
 from memory.recall.embeddings import RecentEmbeddings, build_embedder
 from memory.store.actions import SqlActionStore
 from memory.store.conversations import SqlConversationStore
+from memory.store.coordination import SqlCoordination
 from memory.store.database import (
     Database,
     EmbeddedPostgres,
@@ -74,6 +76,8 @@ class Core:
     embedded: EmbeddedPostgres | None = None
     closers: list[Any] = field(default_factory=list)
     health: Health = field(default_factory=Health)
+    coordination: SqlCoordination | None = None
+    """Per-person coordination across processes (bursts, rate limits; turns already)."""
 
     async def aclose(self) -> None:
         """Finish background work, close clients and the database."""
@@ -223,6 +227,7 @@ async def build_core(
             await asyncio.to_thread(embedded.stop)
         raise
     clock = clock or SystemClock()
+    coordination = SqlCoordination(autocommit, engine)
     store = SqlConversationStore(sessions, embedder, autocommit=autocommit)
     memories = SqlMemoryRepository(sessions, embedder, clock)
     tool_caller = LLMToolCaller(model)
@@ -268,6 +273,7 @@ async def build_core(
         memory=memory,
         extras=onboarding,
         edits=EditIntake(commands),
+        turns=SharedTurnLocks(coordination, lease=settings.turn_lease_seconds),
     )
     router = Router(conversation)
     install_commands(router, commands)
@@ -288,6 +294,7 @@ async def build_core(
             commands, Extracting(sessions, memories, tool_caller, embedder, clock), outbound
         ),
         embedded=embedded,
+        coordination=coordination,
     )
     for client in (model, embedder):
         closer = getattr(client, "aclose", None)

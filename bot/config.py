@@ -103,6 +103,18 @@ class Settings(BaseSettings):
     # Adapters (all platforms)
     burst_window_seconds: float = Field(2.0, ge=0)
     rate_limit_per_minute: float = Field(20, gt=0)
+    turn_lease_seconds: float = Field(30.0, ge=1)
+    """How long a process that died mid-turn keeps the person's turn (renewed while alive)."""
+
+    # Check-ins (the scheduler)
+    checkin_concurrency: int = Field(8, ge=1, le=1000)
+    """Check-ins composed at once by this process (each a model call); claimed as slots
+    free up, so every process takes what it has room for."""
+    checkin_grace_minutes: int = Field(120, ge=1)
+    """A check-in not sent this long after its time is skipped (counted as missed)."""
+    checkin_spread_minutes: int = Field(20, ge=0, le=120)
+    """Each person's check-in moves by a stable offset within this many minutes after
+    their time (never across quiet hours), so a popular time is not one minute."""
 
     # Logging
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -59,3 +59,27 @@ def in_quiet_hours(now: datetime, tz_name: str, start: time | None, end: time | 
     if start < end:
         return start <= local < end
     return local >= start or local < end
+
+
+SPREAD_MULTIPLIER = 2654435761  # Knuth's multiplicative hash: ids spread evenly
+
+
+def spread_checkin(
+    at: time, user_id: int, window: timedelta, quiet_start: time | None, quiet_end: time | None
+) -> time:
+    """The person's check-in time `at` moved later by their own stable offset inside
+    `window`, so a popular time is not one minute for everyone. The offset never carries
+    it past local midnight nor across a quiet-hours boundary (it stops just before)."""
+    span = int(window.total_seconds())
+    if span <= 0:
+        return at
+    base = at.hour * 3600 + at.minute * 60 + at.second
+    offset = (user_id * SPREAD_MULTIPLIER) % 2**32 * span // 2**32
+    latest = min(base + offset, 24 * 3600 - 1)
+    for boundary in (quiet_start, quiet_end):
+        if boundary is None or quiet_start == quiet_end:
+            continue
+        seconds = boundary.hour * 3600 + boundary.minute * 60 + boundary.second
+        if base < seconds <= latest:
+            latest = seconds - 1
+    return time(latest // 3600, latest % 3600 // 60, latest % 60)

@@ -1,19 +1,30 @@
 """One turn at a time per person: a message that arrives while the last one is being
-answered waits, then sees that answer in its context instead of answering it again."""
+answered waits, then sees that answer in its context instead of answering it again.
+
+`TurnLocks` serialises a person's turns inside one process; `SharedTurnLocks` also
+across every process on the database (a claim row with a lease, renewed while the turn
+runs): several webhook processes behind a load balancer, or Discord shards, then answer
+a person one turn at a time too, and a process that dies mid-turn holds nobody for
+longer than the lease.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import secrets
+import socket
 from collections.abc import AsyncIterator
+from typing import Protocol
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 
 class TurnLocks:
-    """A lock per person, kept only while someone holds or waits for it.
-
-    In-process: a person's updates reach one process (one poller, one gateway shard);
-    across processes the stored message statuses still keep answers from repeating.
-    """
+    """A lock per person, kept only while someone holds or waits for it (in-process)."""
 
     def __init__(self) -> None:
         self._locks: dict[int, tuple[asyncio.Lock, int]] = {}
@@ -35,3 +46,74 @@ class TurnLocks:
 
     def __len__(self) -> int:
         return len(self._locks)
+
+
+class TurnClaims(Protocol):
+    """Where a person's turn is claimed across processes (`memory.store.coordination`)."""
+
+    async def claim_turn(self, user_id: int, holder: str, *, lease: float) -> bool: ...
+
+    async def renew_turn(self, user_id: int, holder: str, *, lease: float) -> bool: ...
+
+    async def release_turn(self, user_id: int, holder: str) -> None: ...
+
+
+def process_holder() -> str:
+    """A name for this process's claims: host, pid and a random part (pids are reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class SharedTurnLocks(TurnLocks):
+    """The in-process lock first (one waiter per person per process), then the person's
+    claim in the database, polled until free; renewed every third of `lease` while held,
+    released after. A dead holder's claim is free once its lease runs out."""
+
+    def __init__(
+        self,
+        claims: TurnClaims,
+        *,
+        lease: float = 30.0,
+        poll_first: float = 0.02,
+        poll_most: float = 0.25,
+        holder: str | None = None,
+    ) -> None:
+        super().__init__()
+        self._claims = claims
+        self._lease = lease
+        self._poll = (poll_first, poll_most)
+        self.holder = holder or process_holder()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, user_id: int) -> AsyncIterator[None]:
+        """Hold the person's turn in this process and across processes."""
+        async with super().hold(user_id):
+            await self._claim(user_id)
+            renewing = asyncio.create_task(self._renew(user_id))
+            try:
+                yield
+            finally:
+                renewing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewing
+                try:
+                    await asyncio.shield(self._claims.release_turn(user_id, self.holder))
+                except Exception as exc:  # the lease runs out on its own
+                    log.warning("turns.release_failed", error=type(exc).__name__)
+
+    async def _claim(self, user_id: int) -> None:
+        wait, most = self._poll
+        while not await self._claims.claim_turn(user_id, self.holder, lease=self._lease):
+            await asyncio.sleep(wait)
+            wait = min(most, wait * 2)
+
+    async def _renew(self, user_id: int) -> None:
+        while True:
+            await asyncio.sleep(self._lease / 3)
+            try:
+                kept = await self._claims.renew_turn(user_id, self.holder, lease=self._lease)
+            except Exception as exc:
+                log.warning("turns.renew_failed", error=type(exc).__name__)
+                continue
+            if not kept:
+                log.warning("turns.claim_lost")
+                return

@@ -9,11 +9,11 @@ from datetime import datetime
 import structlog
 
 from bot import metrics
-from memory.store.outbox import reclaim_pending, recover
+from memory.store.outbox import Claim, reclaim_pending, recover
 from memory.store.timezone_asks import claim_second_asks
 from scheduler.claims import claim_checkins, claim_followups, schedule_new
 from scheduler.deps import SchedulerDeps
-from scheduler.dispatch import dispatch
+from scheduler.dispatch import dispatch, dispatch_as_claimed
 
 log = structlog.get_logger(__name__)
 
@@ -41,18 +41,19 @@ async def run_outbox(deps: SchedulerDeps) -> Counter[str]:
 
 
 async def run_checkins(deps: SchedulerDeps) -> Counter[str]:
-    """Schedule new people, then claim and send every due check-in, batch by batch."""
-    while await schedule_new(deps.sessions, now=deps.clock.now()) >= 1000:
+    """Schedule new people, then claim and send every due check-in: as many claimed at a
+    time as this process has free slots (SKIP LOCKED: other processes take the rest)."""
+    spread = deps.config.spread
+    while await schedule_new(deps.sessions, now=deps.clock.now(), spread=spread) >= 1000:
         pass
-    outcomes: Counter[str] = Counter()
-    while True:
-        claims, taken = await claim_checkins(
-            deps.sessions, now=deps.clock.now(), config=deps.config
+
+    async def claim_some(free: int) -> tuple[list[Claim], int]:
+        limit = min(free, deps.config.batch_size)
+        return await claim_checkins(
+            deps.sessions, now=deps.clock.now(), config=deps.config, limit=limit
         )
-        outcomes["claimed"] += taken
-        outcomes += await dispatch(deps, claims)
-        if taken < deps.config.batch_size:
-            break
+
+    outcomes = await dispatch_as_claimed(deps, claim_some)
     if outcomes["claimed"]:
         log.info("checkins.done", **outcomes)
     return outcomes

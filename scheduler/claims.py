@@ -18,7 +18,7 @@ from datetime import datetime, time, timedelta
 from functools import lru_cache
 
 from bot import metrics
-from bot.timing import next_checkin
+from bot.timing import next_checkin, spread_checkin
 from memory.local_time import local_date, zone_of
 from memory.store.claims import (
     CheckinPerson,
@@ -104,7 +104,18 @@ async def due_events(
     return found, position
 
 
-async def schedule_new(sessions: Database, *, now: datetime) -> int:
+def checkin_at(person: CheckinPerson, spread: timedelta) -> time | None:
+    """The person's check-in time moved by their stable offset inside `spread`."""
+    if person.checkin_time is None:
+        return None
+    return spread_checkin(
+        person.checkin_time, person.id, spread, person.quiet_start, person.quiet_end
+    )
+
+
+async def schedule_new(
+    sessions: Database, *, now: datetime, spread: timedelta = timedelta(0)
+) -> int:
     """Give people with a check-in time and a known timezone but no next check-in (new
     people, or people who just told their timezone) their next one."""
     async with sessions.begin() as db:
@@ -113,26 +124,28 @@ async def schedule_new(sessions: Database, *, now: datetime) -> int:
             await set_next_checkins(
                 db,
                 [p.id for p in people],
-                [next_checkin(now, p.timezone, p.checkin_time) for p in people],
+                [next_checkin(now, p.timezone, checkin_at(p, spread)) for p in people],
             )
     return len(people)
 
 
 async def claim_checkins(
-    sessions: Database, *, now: datetime, config: SchedulerConfig
+    sessions: Database, *, now: datetime, config: SchedulerConfig, limit: int | None = None
 ) -> tuple[list[Claim], int]:
-    """Claim one batch of due people: advance their next check-in and write today's row
-    (skipped as missed when it is older than the grace window), folding in due
-    follow-ups; returns the pending claims and how many people were taken."""
+    """Claim one batch of due people (`limit`, or the configured batch size): advance
+    their next check-in and write today's row (skipped as missed when it is older than the
+    grace window), folding in due follow-ups; returns the pending claims and how many
+    people were taken."""
     token = new_token()
     async with sessions.begin() as db:
-        people = await lock_due_people(db, now=now, limit=config.batch_size)
+        people = await lock_due_people(db, now=now, limit=limit or config.batch_size)
         if not people:
             return [], 0
         upcoming: dict[tuple[str, time | None], datetime | None] = {}  # shared by many
+        at = {p.id: checkin_at(p, config.spread) for p in people}
         for p in people:
-            if not p.paused and (p.timezone, p.checkin_time) not in upcoming:
-                upcoming[p.timezone, p.checkin_time] = next_checkin(now, p.timezone, p.checkin_time)
+            if not p.paused and (p.timezone, at[p.id]) not in upcoming:
+                upcoming[p.timezone, at[p.id]] = next_checkin(now, p.timezone, at[p.id])
         rows = [_checkin_row(p, now, config) for p in people]
         pending = [r.user_id for r in rows if r.status == "pending"]
         events: list[DueEvent] = []
@@ -142,7 +155,7 @@ async def claim_checkins(
             )
         inserted = await claim_checkin_rows(
             db,
-            [(p.id, None if p.paused else upcoming[p.timezone, p.checkin_time]) for p in people],
+            [(p.id, None if p.paused else upcoming[p.timezone, at[p.id]]) for p in people],
             rows,
             [
                 FoldedEvent(e.user_id, e.memory_id, followup_key(e.user_id, e.memory_id))

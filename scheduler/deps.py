@@ -27,8 +27,9 @@ class SchedulerConfig:
     """The scheduler's knobs; the defaults are the documented behaviour."""
 
     batch_size: int = 500  # people claimed per check-in transaction
-    concurrency: int = 8  # messages composed and sent at once
+    concurrency: int = 8  # messages composed and sent at once (claimed as slots free up)
     grace: timedelta = timedelta(hours=2)  # a later check-in is skipped as missed
+    spread: timedelta = timedelta(minutes=20)  # each person's stable offset after their time
     recent_activity: timedelta = timedelta(hours=3)  # they wrote: no need to reach out
     max_unanswered: int = 3  # proactive messages in a row without an answer: back off
     lease: timedelta = timedelta(minutes=10)  # a claimed row is another's after this
@@ -58,6 +59,9 @@ def config_from(core: Core, **overrides: object) -> SchedulerConfig:
         "memory_budget_tokens": core.settings.memory_budget_tokens,
         "memory_retention_days": core.settings.memory_retention_days,
         "import_seconds": core.settings.import_batch_seconds,
+        "concurrency": core.settings.checkin_concurrency,
+        "grace": timedelta(minutes=core.settings.checkin_grace_minutes),
+        "spread": timedelta(minutes=core.settings.checkin_spread_minutes),
     }
     values.update(overrides)
     return SchedulerConfig(**values)  # type: ignore[arg-type]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
@@ -43,36 +44,89 @@ def limits_of(deps: SchedulerDeps) -> Limits:
     return Limits(deps.config.recent_activity, deps.config.max_unanswered)
 
 
-async def dispatch(deps: SchedulerDeps, claims: Sequence[Claim]) -> Counter[str]:
-    """Send (or skip) every claimed row, a few at a time; counts outcomes."""
-    if not claims:
-        return Counter()
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What sending a batch of claims reads once for all of them."""
+
+    facts: dict[int, Facts]
+    people: dict[int, Person]
+    events: dict[int, list[FollowedEvent]]
+    merged: dict[int, Counter[str]]
+
+
+async def _context(deps: SchedulerDeps, claims: Sequence[Claim]) -> _Context:
     user_ids = [c.user_id for c in claims]
     facts = await read_facts(deps.sessions, user_ids)
     people = {p.id: p for p in await deps.store.persons_by_ids(user_ids)}
     events = await followed_events(deps.sessions, [c.id for c in claims])
     merged = await merged_counts(deps.sessions, [c.id for c in claims])
+    return _Context(dict(facts), people, dict(events), dict(merged))
+
+
+async def _send_one(deps: SchedulerDeps, claim: Claim, context: _Context) -> str:
+    with bind_person(user_id=claim.user_id):
+        try:
+            outcome = await send_claim(
+                deps,
+                claim,
+                context.facts.get(claim.user_id),
+                context.people.get(claim.user_id),
+                context.events.get(claim.id, []),
+            )
+        except Exception:
+            # The row stays claimed until its lease runs out, then it is retried.
+            log.exception("outreach.error", outreach_id=claim.id, kind=claim.kind)
+            outcome = "error"
+    _count(claim, outcome, context.merged.get(claim.id, Counter()))
+    return outcome
+
+
+async def dispatch(deps: SchedulerDeps, claims: Sequence[Claim]) -> Counter[str]:
+    """Send (or skip) every claimed row, a few at a time; counts outcomes."""
+    if not claims:
+        return Counter()
+    context = await _context(deps, claims)
     gate = asyncio.Semaphore(deps.config.concurrency)
 
     async def one(claim: Claim) -> str:
         async with gate:
-            with bind_person(user_id=claim.user_id):
-                try:
-                    outcome = await send_claim(
-                        deps,
-                        claim,
-                        facts.get(claim.user_id),
-                        people.get(claim.user_id),
-                        events.get(claim.id, []),
-                    )
-                except Exception:
-                    # The row stays claimed until its lease runs out, then it is retried.
-                    log.exception("outreach.error", outreach_id=claim.id, kind=claim.kind)
-                    outcome = "error"
-            _count(claim, outcome, merged.get(claim.id, Counter()))
-            return outcome
+            return await _send_one(deps, claim, context)
 
     return Counter(await asyncio.gather(*(one(c) for c in claims)))
+
+
+ClaimSome = Callable[[int], Awaitable[tuple[list[Claim], int]]]
+"""Claims up to n rows; returns the pending claims and how many rows were taken."""
+
+
+async def dispatch_as_claimed(deps: SchedulerDeps, claim_some: ClaimSome) -> Counter[str]:
+    """Keep `concurrency` sends going: claim as many rows as slots are free (so each
+    process takes only what it has room for, and the rest stays for the others); a freed
+    slot looks again, so people who fall due meanwhile are taken at once; until nothing
+    is due and nothing runs. `claimed` counts the rows taken."""
+    outcomes: Counter[str] = Counter()
+    running: set[asyncio.Task[str]] = set()
+    due = True
+    try:
+        while True:
+            free = deps.config.concurrency - len(running)
+            if due and free > 0:
+                claims, taken = await claim_some(free)
+                outcomes["claimed"] += taken
+                due = taken >= free
+                if claims:
+                    context = await _context(deps, claims)
+                    running |= {asyncio.create_task(_send_one(deps, c, context)) for c in claims}
+                elif due:
+                    continue  # taken but all final at once (missed, paused): claim again
+            if not running:
+                return outcomes
+            done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            outcomes.update(task.result() for task in done)
+            due = True  # time passed: more may be due now (the spread brings them in)
+    finally:
+        for task in running:
+            task.cancel()
 
 
 def _count(claim: Claim, outcome: str, merged: Counter[str]) -> None:

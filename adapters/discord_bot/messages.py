@@ -20,7 +20,7 @@ import structlog
 from adapters.bursts import BurstCoalescer
 from adapters.discord_bot.rendering import has_content, send_to_channel
 from adapters.inflight import InFlight
-from adapters.ratelimit import RATE_LIMITED, RateLimiter
+from adapters.ratelimit import RATE_LIMITED, Limiter
 from bot.bootstrap import Core
 from bot.chat_exports import looks_importable
 from bot.domain import Attachment, IncomingMessage, Reply
@@ -59,7 +59,7 @@ class MessageHandler:
     """The client's `on_message` and `on_raw_message_edit`."""
 
     def __init__(
-        self, *, core: Core, client: discord.Client, inflight: InFlight, limiter: RateLimiter
+        self, *, core: Core, client: discord.Client, inflight: InFlight, limiter: Limiter
     ) -> None:
         self._core = core
         self._client = client
@@ -68,7 +68,11 @@ class MessageHandler:
         self._noticed: set[int] = set()
         self._queues: dict[int, _Queue] = {}
         self._bursts: BurstCoalescer[Turn] = BurstCoalescer(
-            store=self._store, answer=self._answer, window=core.settings.burst_window_seconds
+            store=self._store,
+            answer=self._answer,
+            window=core.settings.burst_window_seconds,
+            shared=core.coordination,
+            name=PLATFORM,
         )
         self.closing = False
 
@@ -94,7 +98,7 @@ class MessageHandler:
         if not text or text.startswith("/"):
             await self._answer(turn)  # commands (and a bare mention) are never stored as chat
             return
-        if not self._limiter.allow(message.author.id):
+        if not await self._limiter.take(message.author.id):
             async with self._in_order(message.author.id):
                 await self._store(turn)
             await self._notice_rate_limit(message)

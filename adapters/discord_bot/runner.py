@@ -19,11 +19,11 @@ from adapters.discord_bot.connection import (
 )
 from adapters.discord_bot.delivery import DiscordDelivery
 from adapters.discord_bot.interactions import InteractionHandler
-from adapters.discord_bot.messages import MessageHandler
+from adapters.discord_bot.messages import PLATFORM, MessageHandler
 from adapters.discord_bot.rendering import ActionButton
 from adapters.discord_bot.slash_commands import command_tree
 from adapters.inflight import InFlight
-from adapters.ratelimit import RateLimiter
+from adapters.ratelimit import limiter_for
 from bot.bootstrap import Core
 from bot.config import Settings
 from bot.errors import CompanionError, ConfigurationError
@@ -44,7 +44,7 @@ class DiscordBot:
         self.client = build_client(core.settings)
         self.delivery = DiscordDelivery(self.client, core.store)
         self.inflight = InFlight()
-        limiter = RateLimiter(per_minute=core.settings.rate_limit_per_minute)
+        limiter = limiter_for(core, PLATFORM)
         self.messages = MessageHandler(
             core=core, client=self.client, inflight=self.inflight, limiter=limiter
         )

@@ -33,11 +33,11 @@ from telegram.ext import (
     filters,
 )
 
-from adapters.ratelimit import RateLimiter
+from adapters.ratelimit import Limiter, limiter_for
 from adapters.telegram_bot.delivery import TelegramDelivery
 from adapters.telegram_bot.flood import FloodControl
 from adapters.telegram_bot.handlers import TelegramHandlers
-from adapters.telegram_bot.inbound import BotIdentity
+from adapters.telegram_bot.inbound import PLATFORM, BotIdentity
 from adapters.telegram_bot.outbound import TelegramSender
 from adapters.telegram_bot.polling import ConfirmingPoller
 from adapters.telegram_bot.processing import PerPersonUpdateProcessor
@@ -127,13 +127,13 @@ class TelegramAdapter:
         core: Core,
         settings: Settings | None = None,
         *,
-        rate_limiter: RateLimiter | None = None,
+        rate_limiter: Limiter | None = None,
         typing_interval: float = 4.0,
     ) -> None:
         self._core = core
         self._settings = settings or core.settings
         self._application = build_application(self._settings)
-        self._limiter = rate_limiter or RateLimiter(per_minute=self._settings.rate_limit_per_minute)
+        self._limiter = rate_limiter or limiter_for(core, PLATFORM)
         self._typing_interval = typing_interval
         self._handlers: TelegramHandlers | None = None
         self._polling: asyncio.Task[None] | None = None
@@ -164,6 +164,7 @@ class TelegramAdapter:
                 me,
                 limiter=self._limiter,
                 burst_window=self._settings.burst_window_seconds,
+                shared=self._core.coordination,
                 typing_interval=self._typing_interval,
             )
             self._register(self._handlers)

@@ -21,9 +21,9 @@ from telegram.constants import ChatMemberStatus, ChatType
 from telegram.error import Forbidden, TelegramError
 from telegram.ext import ContextTypes
 
-from adapters.bursts import BurstCoalescer
+from adapters.bursts import BurstCoalescer, SharedQuiet
 from adapters.inflight import InFlight
-from adapters.ratelimit import RATE_LIMITED, RateLimiter
+from adapters.ratelimit import RATE_LIMITED, Limiter
 from adapters.telegram_bot.inbound import PLATFORM, BotIdentity, Inbound, read_edit, read_message
 from adapters.telegram_bot.outbound import TelegramSender
 from bot.bootstrap import Core
@@ -77,8 +77,9 @@ class TelegramHandlers:
         sender: TelegramSender,
         me: BotIdentity,
         *,
-        limiter: RateLimiter,
+        limiter: Limiter,
         burst_window: float,
+        shared: SharedQuiet | None = None,
         typing_interval: float = 4.0,
         failures: dict[int, BaseException] | None = None,
     ) -> None:
@@ -91,7 +92,11 @@ class TelegramHandlers:
         self._told_limited: set[int] = set()
         self._inflight = InFlight()
         self._bursts: BurstCoalescer[Turn] = BurstCoalescer(
-            store=self._store_turn, answer=self._answer_turn, window=burst_window
+            store=self._store_turn,
+            answer=self._answer_turn,
+            window=burst_window,
+            shared=shared,
+            name=PLATFORM,
         )
 
     # Handlers
@@ -270,7 +275,7 @@ class TelegramHandlers:
     async def _within_rate(self, inbound: Inbound, target: Target) -> bool:
         """Take a token for the person; over the limit, their text is still stored (nothing
         they write is lost) and the first refusal in a row gets a polite note."""
-        if self._limiter.allow(target.user_id):
+        if await self._limiter.take(target.user_id):
             self._told_limited.discard(target.user_id)
             return True
         log.info("telegram.rate_limited")

@@ -20,7 +20,7 @@ from sqlalchemy import Row, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 _DUE_PEOPLE = text("""
-SELECT id, timezone, checkin_time, paused, next_checkin_at FROM users
+SELECT id, timezone, checkin_time, paused, next_checkin_at, quiet_start, quiet_end FROM users
 WHERE next_checkin_at <= :now
 ORDER BY next_checkin_at
 LIMIT :limit
@@ -28,7 +28,7 @@ FOR NO KEY UPDATE SKIP LOCKED
 """)
 
 _UNSCHEDULED = text("""
-SELECT id, timezone, checkin_time, paused, next_checkin_at FROM users
+SELECT id, timezone, checkin_time, paused, next_checkin_at, quiet_start, quiet_end FROM users
 WHERE next_checkin_at IS NULL AND checkin_time IS NOT NULL AND NOT paused
   AND timezone_known
 LIMIT :limit
@@ -127,6 +127,8 @@ class CheckinPerson:
     checkin_time: time | None
     paused: bool
     next_checkin_at: datetime | None
+    quiet_start: time | None = None
+    quiet_end: time | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +179,15 @@ class FoldedEvent:
 
 
 def _person(row: Row[Any]) -> CheckinPerson:
-    return CheckinPerson(row.id, row.timezone, row.checkin_time, row.paused, row.next_checkin_at)
+    return CheckinPerson(
+        row.id,
+        row.timezone,
+        row.checkin_time,
+        row.paused,
+        row.next_checkin_at,
+        row.quiet_start,
+        row.quiet_end,
+    )
 
 
 async def lock_due_people(db: AsyncSession, *, now: datetime, limit: int) -> list[CheckinPerson]:

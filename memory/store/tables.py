@@ -610,3 +610,45 @@ class EmbedderIdentity(Base):
     embedder: Mapped[str] = mapped_column(Text)
     dim: Mapped[int] = mapped_column(Integer)
     recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+_UNLOGGED: Any = {"prefixes": ["UNLOGGED"]}
+"""Coordination state that matters for seconds: no WAL, emptied by a database crash."""
+
+
+class TurnClaim(Base):
+    """A person's turn being answered by one process (`holder`), until `expires_at` unless
+    renewed; a process that dies leaves a claim that simply runs out (UNLOGGED)."""
+
+    __tablename__ = "turn_claims"
+    __table_args__ = _UNLOGGED
+
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    holder: Mapped[str] = mapped_column(Text)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class BurstMark(Base):
+    """When the last message of a burst (a person in a chat, on a platform) arrived, by
+    the database's clock, whichever process stored it (UNLOGGED)."""
+
+    __tablename__ = "burst_marks"
+    __table_args__ = _UNLOGGED
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class RateBucket(Base):
+    """A person's rate-limit token bucket on a platform, shared by every process
+    (UNLOGGED: a database crash only forgives)."""
+
+    __tablename__ = "rate_buckets"
+    __table_args__ = _UNLOGGED
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    tokens: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    allowed: Mapped[bool] = mapped_column(Boolean)

@@ -20,7 +20,8 @@ from scheduler.deps import SchedulerConfig, SchedulerDeps, deps_from
 from tests.fakes.chat_llm import ScriptedLLM, prompt_text
 from tests.fakes.delivery import RecordingDelivery
 
-CONFIG = SchedulerConfig(llm_steps=True, concurrency=4)
+CONFIG = SchedulerConfig(llm_steps=True, concurrency=4, spread=timedelta(0))
+"""Exact times (no per-person spread: `test_checkin_capacity.py` covers the spread)."""
 
 
 def scheduler_deps(core: Core, **overrides: Any) -> SchedulerDeps:

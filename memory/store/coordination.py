@@ -1,0 +1,117 @@
+"""Per-person coordination across processes, in PostgreSQL: a person's turn claimed by one
+process at a time (a lease row, or for comparison a transaction-scoped advisory lock), the
+quiet time of a burst, and the rate limit's token bucket. Every time is the database's
+own clock (`clock_timestamp()`), so processes with drifting clocks agree.
+
+Each call is one statement in autocommit: no transaction, and no connection, is held
+while a turn is answered (a lease is renewed instead). A process that dies leaves a claim
+that runs out after its lease; the advisory lock goes with its connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memory.store.database import Database
+
+# Taken when free or when the holder's lease ran out (a process that died, or stalled).
+_CLAIM = text("""
+INSERT INTO turn_claims AS c (user_id, holder, expires_at)
+VALUES (:user_id, :holder, clock_timestamp() + make_interval(secs => :lease))
+ON CONFLICT (user_id) DO UPDATE
+    SET holder = excluded.holder, expires_at = excluded.expires_at
+    WHERE c.expires_at < clock_timestamp() OR c.holder = excluded.holder
+RETURNING user_id
+""")
+_RENEW = text("""
+UPDATE turn_claims SET expires_at = clock_timestamp() + make_interval(secs => :lease)
+WHERE user_id = :user_id AND holder = :holder
+RETURNING user_id
+""")
+_RELEASE = text("DELETE FROM turn_claims WHERE user_id = :user_id AND holder = :holder")
+
+_MARK = text("""
+INSERT INTO burst_marks AS b (key, last_at) VALUES (:key, clock_timestamp())
+ON CONFLICT (key) DO UPDATE SET last_at = greatest(b.last_at, excluded.last_at)
+""")
+_QUIET = text("""
+SELECT extract(epoch FROM clock_timestamp() - last_at) FROM burst_marks WHERE key = :key
+""")
+
+# One token bucket step: refill by the time passed, take one token when there is one.
+_TAKE = text("""
+WITH refill AS (
+    SELECT least(CAST(:burst AS float8),
+                 b.tokens + extract(epoch FROM clock_timestamp() - b.updated_at) * :rate)
+           AS tokens
+    FROM rate_buckets AS b WHERE b.key = :key
+)
+INSERT INTO rate_buckets AS b (key, tokens, updated_at, allowed)
+VALUES (:key, CAST(:burst AS float8) - 1, clock_timestamp(), true)
+ON CONFLICT (key) DO UPDATE SET
+    tokens = CASE WHEN (SELECT tokens FROM refill) >= 1 THEN (SELECT tokens FROM refill) - 1
+                  ELSE (SELECT tokens FROM refill) END,
+    updated_at = clock_timestamp(),
+    allowed = (SELECT tokens FROM refill) >= 1
+RETURNING allowed
+""")
+
+_ADVISORY = text("SELECT pg_advisory_xact_lock(:space, :key)")
+ADVISORY_SPACE = 21_021
+"""The first key of the turn advisory locks (the second is the person, modulo 2^31)."""
+
+
+class SqlCoordination:
+    """The coordination statements over the autocommit sessions (and, for the advisory
+    variant, the engine: a connection held for the turn)."""
+
+    def __init__(self, autocommit: Database, engine: AsyncEngine) -> None:
+        self._autocommit = autocommit
+        self._engine = engine
+
+    async def claim_turn(self, user_id: int, holder: str, *, lease: float) -> bool:
+        """Claim the person's turn for `lease` seconds; False while another holds it."""
+        async with self._autocommit() as db:
+            row = await db.execute(_CLAIM, {"user_id": user_id, "holder": holder, "lease": lease})
+            return row.first() is not None
+
+    async def renew_turn(self, user_id: int, holder: str, *, lease: float) -> bool:
+        """Extend a held claim; False when it was lost (ran out and taken by another)."""
+        async with self._autocommit() as db:
+            row = await db.execute(_RENEW, {"user_id": user_id, "holder": holder, "lease": lease})
+            return row.first() is not None
+
+    async def release_turn(self, user_id: int, holder: str) -> None:
+        """Give the claim up (nothing when it is no longer this holder's)."""
+        async with self._autocommit() as db:
+            await db.execute(_RELEASE, {"user_id": user_id, "holder": holder})
+
+    @contextlib.asynccontextmanager
+    async def advisory_turn(self, user_id: int) -> AsyncIterator[None]:
+        """Hold the person's transaction-scoped advisory lock for the block (a connection
+        and an open transaction for the whole turn; released when its connection closes)."""
+        async with self._engine.begin() as conn:
+            await conn.execute(_ADVISORY, {"space": ADVISORY_SPACE, "key": user_id % 2**31})
+            yield
+
+    async def mark_burst(self, key: str) -> None:
+        """A message of the burst `key` arrived now."""
+        async with self._autocommit() as db:
+            await db.execute(_MARK, {"key": key})
+
+    async def quiet_seconds(self, key: str) -> float | None:
+        """Seconds since the burst's last message arrived (None: never marked)."""
+        async with self._autocommit() as db:
+            value = (await db.execute(_QUIET, {"key": key})).scalar()
+        return None if value is None else float(value)
+
+    async def take_token(self, key: str, *, per_minute: float, burst: int) -> bool:
+        """Take one token of `key`'s bucket (`burst` at most, refilled at `per_minute`);
+        False when it is empty."""
+        params = {"key": key, "rate": per_minute / 60.0, "burst": float(burst)}
+        async with self._autocommit() as db:
+            return bool((await db.execute(_TAKE, params)).scalar())

@@ -1,0 +1,183 @@
+"""Per-person coordination across processes, on real PostgreSQL: each "process" here is
+its own `SharedTurnLocks` (its own holder name), `BurstCoalescer` or limiter over the
+same database, as two `companion run` processes would be."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from adapters.bursts import BurstCoalescer
+from adapters.ratelimit import SharedRateLimiter
+from bot.background import BackgroundTasks
+from bot.conversation import Conversation, ConversationConfig, handle_message, record_message
+from bot.llm import Completion, LLMRequest
+from bot.prompting import load_persona
+from bot.turns import SharedTurnLocks
+from memory.store.conversations import SqlConversationStore
+from memory.store.coordination import SqlCoordination
+from memory.store.database import autocommit_session_factory
+from tests.conftest import FakeClock
+from tests.integration.conftest import says
+
+Db = async_sessionmaker[AsyncSession]
+
+
+def coordination(engine: AsyncEngine) -> SqlCoordination:
+    return SqlCoordination(autocommit_session_factory(engine), engine)
+
+
+async def a_person(db: Db) -> int:
+    async with db.begin() as session:
+        return int(
+            (
+                await session.execute(
+                    text("INSERT INTO users (display_name) VALUES ('Ada') RETURNING id")
+                )
+            ).scalar_one()
+        )
+
+
+async def test_one_persons_turns_run_one_at_a_time_across_processes(
+    engine: AsyncEngine, db: Db
+) -> None:
+    user = await a_person(db)
+    first = SharedTurnLocks(coordination(engine), lease=10)
+    second = SharedTurnLocks(coordination(engine), lease=10)
+    order: list[str] = []
+
+    async def turn(locks: SharedTurnLocks, name: str, hold: float) -> None:
+        async with locks.hold(user):
+            order.append(f"{name} in")
+            await asyncio.sleep(hold)
+            order.append(f"{name} out")
+
+    started = asyncio.create_task(turn(first, "a", 0.3))
+    await asyncio.sleep(0.05)
+    await asyncio.gather(started, turn(second, "b", 0))
+
+    assert order == ["a in", "a out", "b in", "b out"]
+    async with db() as session:
+        assert (await session.execute(text("SELECT count(*) FROM turn_claims"))).scalar() == 0
+
+
+async def test_a_dead_processes_turn_is_free_once_its_lease_runs_out(
+    engine: AsyncEngine, db: Db
+) -> None:
+    user = await a_person(db)
+    store = coordination(engine)
+    assert await store.claim_turn(user, "dead-process", lease=1.0)  # never released
+    survivor = SharedTurnLocks(store, lease=10)
+
+    started = time.monotonic()
+    async with asyncio.timeout(5), survivor.hold(user):
+        waited = time.monotonic() - started
+
+    assert 0.5 < waited < 3.0
+
+
+async def test_a_held_turn_is_renewed_while_it_runs(engine: AsyncEngine, db: Db) -> None:
+    user = await a_person(db)
+    store = coordination(engine)
+    holder = SharedTurnLocks(store, lease=1.0)
+    async with holder.hold(user):
+        await asyncio.sleep(1.6)  # longer than the lease: renewed meanwhile
+        assert not await store.claim_turn(user, "another-process", lease=1.0)
+    assert await store.claim_turn(user, "another-process", lease=1.0)
+
+
+class SlowModel:
+    """Answers after a pause, naming how many user turns it saw."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, request: LLMRequest) -> Completion:
+        self.calls += 1
+        await asyncio.sleep(0.3)
+        return Completion(text=f"reply {self.calls}", model="slow")
+
+
+def process(engine: AsyncEngine, db: Db, llm: SlowModel, clock: FakeClock) -> Conversation:
+    return Conversation(
+        store=SqlConversationStore(db),
+        llm=llm,  # type: ignore[arg-type]
+        clock=clock,
+        persona=load_persona(),
+        config=ConversationConfig(),
+        background=BackgroundTasks(),
+        turns=SharedTurnLocks(coordination(engine), lease=10),
+    )
+
+
+async def test_two_processes_answer_a_persons_quick_messages_once(
+    engine: AsyncEngine, db: Db, clock: FakeClock
+) -> None:
+    llm = SlowModel()
+    one, two = process(engine, db, llm, clock), process(engine, db, llm, clock)
+    await handle_message(says("hello", message_id="0"), conversation=one)  # the person exists
+    # A burst spread by a load balancer: each process stored one message; both bursts end.
+    await record_message(says("first", message_id="1"), conversation=one)
+    await record_message(says("second", message_id="2"), conversation=two)
+
+    replies = await asyncio.gather(
+        handle_message(says("first", message_id="1"), conversation=one),
+        handle_message(says("second", message_id="2"), conversation=two),
+    )
+
+    spoken = [r for r in replies if not r.silent]
+    assert len(spoken) == 1  # the second turn found both messages answered
+    assert llm.calls == 2
+    async with db() as session:
+        statuses = (
+            await session.execute(
+                text("SELECT content, status FROM messages WHERE role = 'user' ORDER BY id")
+            )
+        ).all()
+    assert [tuple(row) for row in statuses] == [
+        ("hello", "answered"),
+        ("first", "answered"),
+        ("second", "answered"),
+    ]
+
+
+async def test_a_burst_spread_over_processes_is_answered_once_it_is_quiet_everywhere(
+    engine: AsyncEngine, db: Db
+) -> None:
+    answered: list[tuple[str, float]] = []
+    started = time.monotonic()
+
+    async def store(item: str) -> None:
+        return None
+
+    async def answer(item: str) -> None:
+        answered.append((item, time.monotonic() - started))
+
+    window = 0.4
+    shared = coordination(engine)
+    one = BurstCoalescer(store=store, answer=answer, window=window, shared=shared, name="t")
+    two = BurstCoalescer(store=store, answer=answer, window=window, shared=shared, name="t")
+    await one.add((1, 1), "a")
+    await asyncio.sleep(0.3)
+    await two.add((1, 1), "b")  # process two got the burst's second message
+    await asyncio.sleep(0.3)
+    await one.add((2, 2), "other person")
+    await asyncio.sleep(1.0)
+
+    mine = [(item, at) for item, at in answered if item != "other person"]
+    # Process one waited for the quiet after "b" (stored by process two), not just its own.
+    assert all(at >= 0.3 + window - 0.05 for _, at in mine)
+    assert sorted(item for item, _ in mine) == ["a", "b"]  # the turn lock makes one reply
+
+
+async def test_the_rate_limit_counts_every_processes_messages(engine: AsyncEngine, db: Db) -> None:
+    one = SharedRateLimiter(coordination(engine), platform="t", per_minute=0.001, burst=3)
+    two = SharedRateLimiter(coordination(engine), platform="t", per_minute=0.001, burst=3)
+
+    taken = [await limiter.take(42) for limiter in (one, two, one, two, one)]
+
+    assert taken == [True, True, True, False, False]
+    assert await one.take(43)  # someone else's bucket
