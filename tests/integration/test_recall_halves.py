@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,7 +33,7 @@ DAYS = [
     ["Made lentil soup, it reminded me of home", "Mum's recipe is still the best"],
     ["The presentation went really well", "My manager said so too"],
 ]
-MEMORIES = [
+MEMORIES: list[tuple[str, dict[str, Any]]] = [
     (
         "Their sister Anna is getting married in Lisbon",
         {"category": "event", "tier": "active", "event_at": datetime(2026, 2, 27, 10, tzinfo=UTC)},
@@ -97,21 +98,40 @@ async def test_the_halves_find_what_one_statement_finds(
         window = time_window(query, now)
         for exclude in (None, last_session):
             for per_list in (50, 2):
-                same = {"user_id": alice, "query": query, "exclude_session_id": exclude}
-                same |= {"per_list": per_list, "window": window}
                 got_vector, halves = await first_pass(
-                    db, _ready(vector), messages=True, memories=True, dim=embedder.dim, **same
+                    db,
+                    _ready(vector),
+                    user_id=alice,
+                    query=query,
+                    messages=True,
+                    memories=True,
+                    dim=embedder.dim,
+                    exclude_session_id=exclude,
+                    per_list=per_list,
+                    window=window,
                 )
-                whole = await candidates(
-                    db, query_vector=vector, messages=True, memories=False, **same
-                ) + await candidates(db, query_vector=vector, messages=False, **same)
+                whole = [
+                    c
+                    for kind in ("message", "memory")
+                    for c in await candidates(
+                        db,
+                        user_id=alice,
+                        query=query,
+                        query_vector=vector,
+                        messages=kind == "message",
+                        memories=kind == "memory",
+                        exclude_session_id=exclude,
+                        per_list=per_list,
+                        window=window,
+                    )
+                ]
 
                 assert got_vector == vector
                 expected, got = by_row(whole), by_row(halves)
                 assert got.keys() == expected.keys(), query
                 for key, row in expected.items():
                     assert math.isclose(got[key].coverage, row.coverage, abs_tol=1e-9)
-                    assert got[key] == Candidate(**{**_fields(row), "coverage": got[key].coverage})
+                    assert got[key] == replace(row, coverage=got[key].coverage)
                 seen |= {
                     f"{c.kind} {name}"
                     for c in whole
@@ -127,10 +147,6 @@ async def test_the_halves_find_what_one_statement_finds(
 
 async def _ready(vector: list[float]) -> list[float]:
     return vector
-
-
-def _fields(row: Candidate) -> dict[str, object]:
-    return {name: getattr(row, name) for name in Candidate.__dataclass_fields__}
 
 
 async def test_words_are_ranked_before_the_vector_is_ready(
