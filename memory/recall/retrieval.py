@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import re
 from collections.abc import Awaitable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -583,6 +584,13 @@ k_ranked AS (
     FROM k_all
 )"""
 
+
+@functools.cache
+def _bind_names(sql: str) -> frozenset[str]:
+    """The names of a statement's bound parameters (`:name`, not `::type`)."""
+    return frozenset(re.findall(r"(?<![:\w]):(\w+)", sql))
+
+
 Half = Literal["message words", "message vectors", "memory words", "memory vectors"]
 
 
@@ -720,8 +728,9 @@ async def candidates(
         unused += ("centre", "centre_prior", "centre_window")
     params = {key: v for key, v in params.items() if key not in unused}
     async with sessions() as db:
-        rows = (await db.execute(statement, params)).mappings().all()
-    return [Candidate(**row) for row in rows]
+        result = await db.execute(statement, params)
+        keys = list(result.keys())
+        return [Candidate(**dict(zip(keys, row, strict=True))) for row in result.all()]
 
 
 async def recall(
@@ -877,21 +886,26 @@ async def _half(
     params: dict[str, object],
 ) -> _Half:
     statement = _half_statement(half, dim)
-    bound = {key: value for key, value in params.items() if f":{key}" in statement.text}
+    bound = {key: params[key] for key in _bind_names(statement.text)}
     async with sessions() as db:
-        rows = (await db.execute(statement, bound)).mappings().all()
+        result = await db.execute(statement, bound)
+        keys = list(result.keys())
+        rows = result.all()
+    ranked = len(keys) - len(_RANK_KEYS)
+    fields, kind = keys[:ranked], keys.index("kind")
     kept: dict[int, dict[str, Any]] = {}
     ranks: dict[str, dict[int, Any]] = {}
     for row in rows:
-        if row["kind"] == "ranks":
-            ids = row["r_ids"] or []
+        if row[kind] == "ranks":
+            ids = row[ranked] or []
             ranks = {
-                key: dict(zip(ids, row[key], strict=True))
-                for key in _RANK_KEYS[1:]
-                if row[key] is not None
+                key: dict(zip(ids, values, strict=True))
+                for key, values in zip(_RANK_KEYS[1:], row[ranked + 1 :], strict=True)
+                if values is not None
             }
         else:
-            kept[row["id"]] = {key: value for key, value in row.items() if key not in _RANK_KEYS}
+            values = dict(zip(fields, row, strict=False))
+            kept[values["id"]] = values
     return _Half(kept, ranks)
 
 
