@@ -274,7 +274,7 @@ async def measure(
 ) -> tuple[list[float], list[float], list[float]]:
     """Milliseconds per context assembly, per `recall` and per query embedding alone,
     after a warm-up."""
-    engine = create_engine(url, pool_size=4)
+    engine = create_engine(url, pool_size=8)  # a turn holds up to five at once
     sessions = autocommit_session_factory(engine)
     rng = random.Random(5)
     async with engine.connect() as conn:

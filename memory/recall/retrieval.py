@@ -25,8 +25,8 @@ import asyncio
 import functools
 import math
 import re
-from collections.abc import Awaitable, Collection, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -677,6 +677,7 @@ async def candidates(
     words_only_keeping: Collection[int] | None = None,
     window: Window | None = None,
     names: Sequence[str] = (),
+    first_ranks: Mapping[int, Candidate] | None = None,
 ) -> list[Candidate]:
     """The person's best `per_list` rows by vector and by text, with both ranks; one query.
 
@@ -686,7 +687,8 @@ async def candidates(
     the messages it names are returned with their word ranks whatever those are.
     Rows from `window` (by message time, or a memory's event time) are ranked by cosine
     as a third list; the sessions by their summaries as a fourth; with `names`, the
-    messages by the names they use as a fifth.
+    messages by the names they use as a fifth. With `first_ranks` (a first pass's
+    messages by id), each row's vector and window ranks are those of the first pass.
     """
     if not (messages or memories):
         return []
@@ -730,7 +732,13 @@ async def candidates(
     async with sessions() as db:
         result = await db.execute(statement, params)
         keys = list(result.keys())
-        return [Candidate(**dict(zip(keys, row, strict=True))) for row in result.all()]
+        rows = [dict(zip(keys, row, strict=True)) for row in result.all()]
+    if first_ranks is not None:
+        for values in rows:
+            first = first_ranks.get(values["id"])
+            values["vector_rank"] = first.vector_rank if first else None
+            values["window_rank"] = first.window_rank if first else None
+    return [Candidate(**values) for values in rows]
 
 
 async def recall(
@@ -780,30 +788,6 @@ async def recall(
     if without_vectors:
         mode = "text"
 
-    async def ranked(
-        feedback: Collection[int],
-        memories: bool,
-        keeping: Collection[int] | None = None,
-        *,
-        messages: bool = include_messages,
-        names: Sequence[str] = (),
-    ) -> list[Candidate]:
-        return await candidates(
-            sessions,
-            user_id=user_id,
-            query=cleaned,
-            query_vector=vector,
-            messages=messages,
-            memories=memories,
-            exclude_session_id=exclude_session_id,
-            per_list=max(tuning.candidates, k),
-            tuning=tuning,
-            feedback_message_ids=feedback,
-            words_only_keeping=keeping,
-            window=window,
-            names=names,
-        )
-
     width = max(k, tuning.feedback_docs)
     result = fuse(found, k=width, mode=mode, tuning=tuning, now=now)
     feedback = feedback_ids(found, result, mode=mode, tuning=tuning)
@@ -813,10 +797,23 @@ async def recall(
         first = {c.id: c for c in found if c.kind == "message"}
         width = max(tuning.candidates, k)
         keep = [i for i, c in first.items() if min(_ranks(c)) <= width]
-        again = await ranked(feedback, False, keep, names=second_hop_names(result, cleaned, tuning))
-        found = [c for c in found if c.kind == "memory"] + [
-            _with_first_ranks(c, first.get(c.id)) for c in again
-        ]
+        again = await candidates(
+            sessions,
+            user_id=user_id,
+            query=cleaned,
+            query_vector=vector,
+            messages=include_messages,
+            memories=False,
+            exclude_session_id=exclude_session_id,
+            per_list=width,
+            tuning=tuning,
+            feedback_message_ids=feedback,
+            words_only_keeping=keep,
+            window=window,
+            names=second_hop_names(result, cleaned, tuning),
+            first_ranks=first,
+        )
+        found = [c for c in found if c.kind == "memory"] + again
         result = fuse(found, k=k, mode=mode, tuning=tuning, now=now)
     log.debug(
         "memory.recalled",
@@ -839,13 +836,6 @@ def second_hop_names(ranked: Sequence[Recalled], query: str, tuning: Tuning) -> 
 def _ranks(c: Candidate) -> tuple[int, ...]:
     """The vector and window ranks a row has (a large one when it has neither)."""
     return tuple(r for r in (c.vector_rank, c.window_rank) if r is not None) or (1 << 30,)
-
-
-def _with_first_ranks(c: Candidate, first: Candidate | None) -> Candidate:
-    """A feedback-pass row with the vector and window ranks of the first pass."""
-    if first is None:
-        return replace(c, vector_rank=None, window_rank=None)
-    return replace(c, vector_rank=first.vector_rank, window_rank=first.window_rank)
 
 
 def _params(tuning: Tuning, **values: object) -> dict[str, object]:
