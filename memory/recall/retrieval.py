@@ -754,8 +754,14 @@ async def recall(
     exclude_session_id: int | None = None,
     mode: Mode = "hybrid",
     tuning: Tuning = DEFAULT_TUNING,
+    overlap: bool = True,
 ) -> list[Recalled]:
-    """The `k` memories and past messages of this person most relevant to `query`."""
+    """The `k` memories and past messages of this person most relevant to `query`.
+
+    With `overlap` (the default), the first pass ranks by words while the query is
+    being embedded (`first_pass`); without, it embeds first and then runs one statement
+    per kind, as before (the same candidates; kept for the latency bench's comparison).
+    """
     cleaned = clean_query(query)
     if k <= 0 or not cleaned.strip() or not (include_messages or include_memories):
         return []
@@ -772,19 +778,42 @@ async def recall(
             without_vectors = True
             return [1.0] + [0.0] * (embedder.dim - 1)
 
-    vector, found = await first_pass(
-        sessions,
-        embedded(),
-        user_id=user_id,
-        query=cleaned,
-        messages=include_messages,
-        memories=include_memories,
-        dim=embedder.dim,
-        exclude_session_id=exclude_session_id,
-        per_list=max(tuning.candidates, k),
-        tuning=tuning,
-        window=window,
-    )
+    per_list = max(tuning.candidates, k)
+    if overlap:
+        vector, found = await first_pass(
+            sessions,
+            embedded(),
+            user_id=user_id,
+            query=cleaned,
+            messages=include_messages,
+            memories=include_memories,
+            dim=embedder.dim,
+            exclude_session_id=exclude_session_id,
+            per_list=per_list,
+            tuning=tuning,
+            window=window,
+        )
+    else:
+        vector = await embedded()
+        kinds = [(True, False)] * include_messages + [(False, True)] * include_memories
+        parts = await asyncio.gather(
+            *(
+                candidates(
+                    sessions,
+                    user_id=user_id,
+                    query=cleaned,
+                    query_vector=vector,
+                    messages=messages,
+                    memories=memories,
+                    exclude_session_id=exclude_session_id,
+                    per_list=per_list,
+                    tuning=tuning,
+                    window=window,
+                )
+                for messages, memories in kinds
+            )
+        )
+        found = [c for part in parts for c in part]
     if without_vectors:
         mode = "text"
 

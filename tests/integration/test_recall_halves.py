@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.recall import retrieval
 from memory.recall.minilm import MiniLMEmbedder
-from memory.recall.retrieval import Candidate, candidates, first_pass
+from memory.recall.retrieval import Candidate, candidates, first_pass, recall
 from memory.recall.when import time_window
 from memory.store.conversations import SqlConversationStore
 from tests.conftest import FakeClock
@@ -187,3 +187,26 @@ async def test_words_are_ranked_before_the_vector_is_ready(
     assert sorted(order[3:]) == ["memory vectors", "message vectors"]
     assert any(c.text_rank == 1 for c in found)
     assert any(c.vector_rank == 1 for c in found)
+
+
+async def test_recall_finds_the_same_either_way(
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
+) -> None:
+    alice, last_session = await seeded(db, embedder, clock)
+    for query in QUERIES:
+        for exclude in (None, last_session):
+            ways = [
+                await recall(
+                    db,
+                    embedder,
+                    user_id=alice,
+                    query=query,
+                    k=8,
+                    now=clock.now(),
+                    exclude_session_id=exclude,
+                    overlap=overlap,
+                )
+                for overlap in (True, False)
+            ]
+            assert ways[0] == ways[1], query
+            assert ways[0] or query.startswith("'")
