@@ -243,7 +243,7 @@ async def run(path: Path, only: Sequence[int] = ()) -> dict[str, dict[int, list[
         names = [name for name, (used, _, _) in RANKINGS.items() if used == key]
         with tempfile.TemporaryDirectory(prefix="locomo-") as data_dir:
             server = start_embedded(Path(data_dir))
-            engine = create_engine(server.url, pool_size=2)
+            engine = create_engine(server.url, pool_size=6)  # recall holds up to four at once
             try:
                 await migrate(engine, embedding_dim=embedder.dim)
                 sessions = session_factory(engine)

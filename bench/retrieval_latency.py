@@ -9,7 +9,8 @@ embedded PostgreSQL with COPY: sentences from templates, real embeddings (MiniLM
 default; `--embedder wordllama` for the previous one) of a few thousand distinct sentences
 reused, each person's rows arriving in rounds (as
 nightly extraction would write them) so they are spread over the table; ANALYZE, and
-time both for random people and questions (the `context_*` figures). Then it adds
+time both for random people and questions (the `context_*` figures; every turn is
+also assembled the previous way, embedding before ranking, for the `*_previous_*` ones). Then it adds
 `--messages` past messages per person (default 1,000, in sessions of 20, months back),
 which recall also ranks, and times both again (the `*_history_*` figures).
 
@@ -269,44 +270,49 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-async def measure(
-    url: str, people: int, turns: int, embedder: Embedder
-) -> tuple[list[float], list[float], list[float]]:
-    """Milliseconds per context assembly, per `recall` and per query embedding alone,
-    after a warm-up."""
-    engine = create_engine(url, pool_size=4)
+Timings = dict[str, list[float]]
+
+
+async def measure(url: str, people: int, turns: int, embedder: Embedder) -> Timings:
+    """Milliseconds per context assembly (`context`: recall ranking by words while the
+    query is embedded; `previous`: embedding first, then one statement per kind, as
+    before — both every turn, in alternating order, so they share the machine's
+    conditions), per `recall` alone and per query embedding alone, after a warm-up."""
+    engine = create_engine(url, pool_size=8)  # a turn holds up to five at once
     sessions = autocommit_session_factory(engine)
     rng = random.Random(5)
     async with engine.connect() as conn:
         first = int((await conn.exec_driver_sql("SELECT min(id) FROM users")).scalar_one())
-    contexts: list[float] = []
-    recalls: list[float] = []
-    embeds: list[float] = []
+    timings: Timings = {"context": [], "previous": [], "recall": [], "embed": []}
     try:
         for turn in range(turns + 20):
             user_id = first + rng.randrange(people)
             query = sentence(rng, rng.choice(QUESTIONS))
+            for overlap in (True, False) if turn % 2 else (False, True):
+                started = time.perf_counter()
+                await assemble_context(
+                    sessions,
+                    embedder,
+                    user_id=user_id,
+                    query=query,
+                    now=NOW,
+                    timezone="Europe/Copenhagen",
+                    budget_tokens=1500,
+                    overlap=overlap,
+                )
+                if turn >= 20:
+                    taken = (time.perf_counter() - started) * 1000
+                    timings["context" if overlap else "previous"].append(taken)
             started = time.perf_counter()
-            await assemble_context(
-                sessions,
-                embedder,
-                user_id=user_id,
-                query=query,
-                now=NOW,
-                timezone="Europe/Copenhagen",
-                budget_tokens=1500,
-            )
-            middle = time.perf_counter()
             await recall(sessions, embedder, user_id=user_id, query=query, k=8, now=NOW)
-            after = time.perf_counter()
+            middle = time.perf_counter()
             await embedder.embed([query])
             if turn >= 20:
-                contexts.append((middle - started) * 1000)
-                recalls.append((after - middle) * 1000)
-                embeds.append((time.perf_counter() - after) * 1000)
+                timings["recall"].append((middle - started) * 1000)
+                timings["embed"].append((time.perf_counter() - middle) * 1000)
     finally:
         await engine.dispose()
-    return contexts, recalls, embeds
+    return timings
 
 
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {
@@ -347,19 +353,22 @@ def report(
     people: int,
     memories: int,
     messages: int,
-    phases: dict[str, tuple[list[float], list[float], list[float]]],
+    phases: dict[str, Timings],
     embedder: str,
 ) -> None:
     """Print both measurements, then the figures: the issue's configuration (memories
-    only) as `context_*`, and with every person's conversation history as `*_history_*`."""
+    only) as `context_*`, and with every person's conversation history as `*_history_*`;
+    the previous way of recall beside each as `*_previous_*`."""
     labels = {
         "memories": f"{people:,} people × {memories:,} memories",
         "history": f"the same, and {messages:,} past messages each (recall reads them too)",
     }
     figures = []
     print(f"\nembedder: {embedder}")
-    for phase, (contexts, recalls, embeds) in phases.items():
+    for phase, timings in phases.items():
+        contexts, previous, recalls = timings["context"], timings["previous"], timings["recall"]
         c50, c95, c99 = (percentile(contexts, f) for f in (0.50, 0.95, 0.99))
+        p50, p95 = (percentile(previous, f) for f in (0.50, 0.95))
         r95 = percentile(recalls, 0.95)
         print(f"\n{labels[phase]}: {len(contexts)} turns")
         print(
@@ -368,9 +377,14 @@ def report(
             f"p99 {c99:.1f}, max {max(contexts):.1f} (target p95 <= 20 ms)"
         )
         print(
+            f"  the same, the previous way (embed, then rank): mean "
+            f"{statistics.fmean(previous):.1f} ms, p50 {p50:.1f}, p95 {p95:.1f}"
+        )
+        print(
             f"  recall alone (k=8): mean {statistics.fmean(recalls):.1f} ms, "
             f"p50 {percentile(recalls, 0.5):.1f}, p95 {r95:.1f}"
         )
+        embeds = timings["embed"]
         print(
             f"  the query's embedding alone: p50 {percentile(embeds, 0.5):.1f} ms, "
             f"p95 {percentile(embeds, 0.95):.1f}"
@@ -381,12 +395,14 @@ def report(
             f"figure context{suffix}_p95 {c95:.1f} ms",
             f"figure context{suffix}_p99 {c99:.1f} ms",
             f"figure recall{suffix}_p95 {r95:.1f} ms",
+            f"figure context{suffix}_previous_p50 {p50:.1f} ms",
+            f"figure context{suffix}_previous_p95 {p95:.1f} ms",
         ]
     out = os.environ.get("COMPANION_BENCH_OUT")
     if out:
         data = {
             "latencies_ms": {
-                f"context_{phase}": contexts for phase, (contexts, _, _) in phases.items()
+                f"context_{phase}": timings["context"] for phase, timings in phases.items()
             }
         }
         (Path(out) / "retrieval_latency.json").write_text(json.dumps(data))

@@ -365,6 +365,7 @@ async def assemble_context(
     with_last_summary: bool = True,
     last_summary: str | None = None,
     standing_since: datetime | None = None,
+    overlap: bool = True,
 ) -> AssembledContext:
     """Everything the companion should have in mind for this turn, within the budget.
 
@@ -372,7 +373,8 @@ async def assemble_context(
     of recall (they are in the turns). How the last closed session went is shown when
     `with_last_summary`, unless the caller passes the `last_summary` to show itself.
     Memories noted since `standing_since` (the session's start) are shown in the part for
-    this turn, so the standing part stays the same through a conversation.
+    this turn, so the standing part stays the same through a conversation. `overlap` is
+    recall's (the latency bench compares both ways).
     """
     zone = zone_of(timezone)
     facts, found = await asyncio.gather(
@@ -392,6 +394,7 @@ async def assemble_context(
             k=8,
             now=now,
             exclude_session_id=session_id,
+            overlap=overlap,
         ),
     )
     if last_summary is not None:

@@ -24,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, replace
+import re
+from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -483,6 +484,186 @@ FROM k_ranked AS r JOIN memories AS k ON k.id = r.id
 WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n)"""
 
 
+# The first pass in two halves (`first_pass`): one ranks by words and needs no vector, so
+# it runs while the query is being embedded; the other ranks by vector alone once the
+# vector is there. Each returns the rows it keeps (with their columns) and, in one more
+# row of kind 'ranks', its ranks of every row it ranked at all, so each kept row gets
+# its rank in the other half's lists too: together they give what `candidates` gives.
+_RANKS_COLUMNS = """,
+       CAST(NULL AS bigint[]) AS r_ids, CAST(NULL AS bigint[]) AS r_1,
+       CAST(NULL AS bigint[]) AS r_2, CAST(NULL AS bigint[]) AS r_3,
+       CAST(NULL AS float8[]) AS r_cov"""
+_RANKS_ROW = """
+UNION ALL
+SELECT 'ranks', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, array_agg(id), {r_1}, {r_2}, {r_3}, {r_cov}
+FROM {source}"""
+
+
+def _with_ranks(select_kept: str, **ranks: str) -> str:
+    """`select_kept`'s rows with empty rank columns, then the ranks row."""
+    parts = {"r_1": "NULL", "r_2": "NULL", "r_3": "NULL", "r_cov": "NULL"} | ranks
+    return (
+        "\nSELECT kept.*" + _RANKS_COLUMNS + "\nFROM (" + select_kept + "\n) AS kept"
+        + _RANKS_ROW.format(**parts)
+    )  # fmt: skip
+
+
+# Messages by words: the feedback pass's statement, with every ranked row's word, session
+# and name ranks and its coverage (a row that only the vector half keeps needs them).
+_MESSAGE_WORD_RANKS = """,
+m_all AS MATERIALIZED (
+    SELECT r.id, r.trank, r.srank, r.erank,
+           coalesce((SELECT sum(i.idf) FROM m_idf AS i
+                     WHERE i.original AND i.lexeme = ANY (r.window_terms)), 0) / qi.total
+               AS coverage
+    FROM m_ranked AS r CROSS JOIN m_query_idf AS qi
+    WHERE r.trank IS NOT NULL OR r.srank IS NOT NULL OR r.erank IS NOT NULL
+       OR cardinality(r.window_terms) > 0
+)"""
+
+# Messages by vector: the same centred cosine and the same orders as `_WITH_VECTORS`.
+_MESSAGE_VECTOR_RANKS = (
+    """
+q AS MATERIALIZED (SELECT CAST(:qvec AS vector) AS vec),"""
+    + _MESSAGE_CENTRE
+    + """
+m_docs AS MATERIALIZED (
+    SELECT m.id, coalesce(m.created_at >= :w_start AND m.created_at < :w_end, false) AS inw,
+           coalesce(1 - (m.embedding <=> q.vec), -1) AS v,
+           coalesce(-(m.embedding <#> q.vec), 0) AS dq,
+           coalesce(-(m.embedding <#> c.mu), 0) * c.shrink AS dm
+    FROM messages AS m CROSS JOIN q CROSS JOIN m_mean AS c
+    WHERE m.user_id = :uid AND m.status NOT IN ('apology', 'forgotten', 'command')
+      AND m.session_id IS DISTINCT FROM CAST(:exclude_session AS bigint)
+),
+m_all AS MATERIALIZED (
+    SELECT id, vrank, wrank FROM (
+        SELECT id,
+               CASE WHEN v >= CAST(:min_sim AS float8)
+                    THEN row_number() OVER (ORDER BY v >= CAST(:min_sim AS float8) DESC,
+                                                     cv DESC, id DESC) END AS vrank,
+               CASE WHEN inw
+                    THEN row_number() OVER (ORDER BY inw DESC, cv DESC, id DESC) END AS wrank
+        FROM (SELECT d.id, d.inw, d.v,
+                     (d.dq - d.dm - c.qm + c.mm)
+                         / sqrt(greatest((1 - 2 * d.dm + c.mm) * (1 - 2 * c.qm + c.mm), 1e-12))
+                         AS cv
+              FROM m_docs AS d CROSS JOIN m_centre AS c) AS scored
+    ) AS ranked
+    WHERE vrank IS NOT NULL OR wrank IS NOT NULL
+),
+m_top AS (
+    SELECT id, vrank, CAST(NULL AS bigint) AS trank, wrank, CAST(NULL AS bigint) AS srank,
+           CAST(NULL AS bigint) AS erank, CAST(0 AS float8) AS coverage
+    FROM m_all WHERE vrank <= :n OR wrank <= :n
+)"""
+)
+
+_MEMORY_WORD_RANKS = (
+    """
+k_docs AS MATERIALIZED (
+    SELECT k.id, k.tsv FROM memories AS k
+    WHERE k.user_id = :uid AND k.valid_until IS NULL AND k.status IN ('active', 'dying')
+),"""
+    + _BM25.format(p="k")
+    + """,
+k_all AS MATERIALIZED (
+    SELECT b.id,
+           CASE WHEN b.score > 0 THEN row_number() OVER (ORDER BY b.score DESC, b.id DESC) END
+               AS trank,
+           coalesce((SELECT sum(i.idf) FROM k_idf AS i
+                     WHERE i.original AND i.lexeme = ANY (b.matched)) / qi.total, 0) AS coverage
+    FROM k_bm25 AS b CROSS JOIN k_query_idf AS qi
+),
+k_ranked AS (
+    SELECT id, CAST(NULL AS bigint) AS vrank, trank, CAST(NULL AS bigint) AS wrank, coverage
+    FROM k_all WHERE trank IS NOT NULL
+)"""
+)
+
+_MEMORY_VECTOR_RANKS = """
+q AS MATERIALIZED (SELECT CAST(:qvec AS vector) AS vec),
+k_docs AS MATERIALIZED (
+    SELECT k.id, coalesce(1 - (k.embedding <=> q.vec), -1) AS v,
+           coalesce(coalesce(k.event_at, k.created_at) >= :w_start
+                    AND coalesce(k.event_at, k.created_at) < :w_end, false) AS inw
+    FROM memories AS k CROSS JOIN q
+    WHERE k.user_id = :uid AND k.valid_until IS NULL AND k.status IN ('active', 'dying')
+),
+k_all AS MATERIALIZED (
+    SELECT id, vrank, wrank FROM (
+        SELECT d.id,
+               CASE WHEN d.v >= CAST(:k_min_sim AS float8)
+                    THEN row_number() OVER (ORDER BY d.v DESC, d.id DESC) END AS vrank,
+               CASE WHEN d.inw
+                    THEN row_number() OVER (ORDER BY d.inw DESC, d.v DESC, d.id DESC) END
+                   AS wrank
+        FROM k_docs AS d
+    ) AS ranked
+    WHERE vrank IS NOT NULL OR wrank IS NOT NULL
+),
+k_ranked AS (
+    SELECT id, vrank, CAST(NULL AS bigint) AS trank, wrank, CAST(0 AS float8) AS coverage
+    FROM k_all
+)"""
+
+
+@functools.cache
+def _bind_names(sql: str) -> frozenset[str]:
+    """The names of a statement's bound parameters (`:name`, not `::type`)."""
+    return frozenset(re.findall(r"(?<![:\w]):(\w+)", sql))
+
+
+Half = Literal["message words", "message vectors", "memory words", "memory vectors"]
+
+
+@functools.cache
+def _half_statement(half: Half, dim: int) -> Any:
+    """One half of the first pass for messages or memories (see `first_pass`)."""
+    if half == "message words":
+        body = (
+            "WITH " + _QUERY + "," + _messages_sql(vectors=False) + _MESSAGE_WORD_RANKS
+            + _with_ranks(
+                _SELECT_MESSAGES, r_1="array_agg(trank)", r_2="array_agg(srank)",
+                r_3="array_agg(erank)", r_cov="array_agg(coverage)", source="m_all",
+            )
+        )  # fmt: skip
+    elif half == "message vectors":
+        body = (
+            "WITH " + _MESSAGE_VECTOR_RANKS
+            + _with_ranks(
+                _SELECT_MESSAGES, r_1="array_agg(vrank)", r_2="array_agg(wrank)", source="m_all"
+            )
+        )  # fmt: skip
+    elif half == "memory words":
+        body = (
+            "WITH " + _QUERY + "," + _MEMORY_WORD_RANKS
+            + _with_ranks(
+                _SELECT_MEMORIES, r_1="array_agg(trank)", r_cov="array_agg(coverage)",
+                source="k_all",
+            )
+        )  # fmt: skip
+    else:
+        body = (
+            "WITH " + _MEMORY_VECTOR_RANKS
+            + _with_ranks(
+                _SELECT_MEMORIES, r_1="array_agg(vrank)", r_2="array_agg(wrank)", source="k_all"
+            )
+        )  # fmt: skip
+    binds = [
+        bindparam("qvec", type_=BinaryVector(dim)),
+        bindparam("w_start", type_=DateTime(timezone=True)),
+        bindparam("w_end", type_=DateTime(timezone=True)),
+    ]
+    if half.endswith("words"):
+        binds.append(bindparam("feedback", type_=ARRAY(BigInteger)))
+    if half == "message words":
+        binds.append(bindparam("also", type_=ARRAY(BigInteger)))
+    statement = text(body).bindparams(*[b for b in binds if f":{b.key}" in body])
+    return statement
+
+
 @functools.cache
 def _statement(*, messages: bool, memories: bool, dim: int, message_vectors: bool = True) -> Any:
     ctes = [_QUERY]
@@ -520,6 +701,7 @@ async def candidates(
     words_only_keeping: Collection[int] | None = None,
     window: Window | None = None,
     names: Sequence[str] = (),
+    first_ranks: Mapping[int, Candidate] | None = None,
 ) -> list[Candidate]:
     """The person's best `per_list` rows by vector and by text, with both ranks; one query.
 
@@ -529,7 +711,8 @@ async def candidates(
     the messages it names are returned with their word ranks whatever those are.
     Rows from `window` (by message time, or a memory's event time) are ranked by cosine
     as a third list; the sessions by their summaries as a fourth; with `names`, the
-    messages by the names they use as a fifth.
+    messages by the names they use as a fifth. With `first_ranks` (a first pass's
+    messages by id), each row's vector and window ranks are those of the first pass.
     """
     if not (messages or memories):
         return []
@@ -571,8 +754,15 @@ async def candidates(
         unused += ("centre", "centre_prior", "centre_window")
     params = {key: v for key, v in params.items() if key not in unused}
     async with sessions() as db:
-        rows = (await db.execute(statement, params)).mappings().all()
-    return [Candidate(**row) for row in rows]
+        result = await db.execute(statement, params)
+        keys = list(result.keys())
+        rows = [dict(zip(keys, row, strict=True)) for row in result.all()]
+    if first_ranks is not None:
+        for values in rows:
+            first = first_ranks.get(values["id"])
+            values["vector_rank"] = first.vector_rank if first else None
+            values["window_rank"] = first.window_rank if first else None
+    return [Candidate(**values) for values in rows]
 
 
 async def recall(
@@ -588,45 +778,69 @@ async def recall(
     exclude_session_id: int | None = None,
     mode: Mode = "hybrid",
     tuning: Tuning = DEFAULT_TUNING,
+    overlap: bool = True,
 ) -> list[Recalled]:
-    """The `k` memories and past messages of this person most relevant to `query`."""
+    """The `k` memories and past messages of this person most relevant to `query`.
+
+    With `overlap` (the default), the first pass ranks by words while the query is
+    being embedded (`first_pass`); without, it embeds first and then runs one statement
+    per kind, as before (the same candidates; kept for the latency bench's comparison).
+    """
     cleaned = clean_query(query)
     if k <= 0 or not cleaned.strip() or not (include_messages or include_memories):
         return []
     window = time_window(cleaned, now) if tuning.window_weight > 0 else None
-    try:
-        vector = [float(x) for x in (await embedder.embed([cleaned]))[0]]
-    except EmbeddingError as exc:
-        # Without the query's vector, rank by words alone rather than fail the turn.
-        log.warning("memory.recall_without_vectors", error=type(exc).__name__)
-        vector = [1.0] + [0.0] * (embedder.dim - 1)
-        mode = "text"
+    without_vectors = False
 
-    async def ranked(
-        feedback: Collection[int],
-        memories: bool,
-        keeping: Collection[int] | None = None,
-        *,
-        messages: bool = include_messages,
-        names: Sequence[str] = (),
-    ) -> list[Candidate]:
-        return await candidates(
+    async def embedded() -> list[float]:
+        nonlocal without_vectors
+        try:
+            return [float(x) for x in (await embedder.embed([cleaned]))[0]]
+        except EmbeddingError as exc:
+            # Without the query's vector, rank by words alone rather than fail the turn.
+            log.warning("memory.recall_without_vectors", error=type(exc).__name__)
+            without_vectors = True
+            return [1.0] + [0.0] * (embedder.dim - 1)
+
+    per_list = max(tuning.candidates, k)
+    if overlap:
+        vector, found = await first_pass(
             sessions,
+            embedded(),
             user_id=user_id,
             query=cleaned,
-            query_vector=vector,
-            messages=messages,
-            memories=memories,
+            messages=include_messages,
+            memories=include_memories,
+            dim=embedder.dim,
             exclude_session_id=exclude_session_id,
-            per_list=max(tuning.candidates, k),
+            per_list=per_list,
             tuning=tuning,
-            feedback_message_ids=feedback,
-            words_only_keeping=keeping,
             window=window,
-            names=names,
         )
+    else:
+        vector = await embedded()
+        kinds = [(True, False)] * include_messages + [(False, True)] * include_memories
+        parts = await asyncio.gather(
+            *(
+                candidates(
+                    sessions,
+                    user_id=user_id,
+                    query=cleaned,
+                    query_vector=vector,
+                    messages=messages,
+                    memories=memories,
+                    exclude_session_id=exclude_session_id,
+                    per_list=per_list,
+                    tuning=tuning,
+                    window=window,
+                )
+                for messages, memories in kinds
+            )
+        )
+        found = [c for part in parts for c in part]
+    if without_vectors:
+        mode = "text"
 
-    found = await _first_pass(ranked, include_messages, include_memories)
     width = max(k, tuning.feedback_docs)
     result = fuse(found, k=width, mode=mode, tuning=tuning, now=now)
     feedback = feedback_ids(found, result, mode=mode, tuning=tuning)
@@ -636,10 +850,23 @@ async def recall(
         first = {c.id: c for c in found if c.kind == "message"}
         width = max(tuning.candidates, k)
         keep = [i for i, c in first.items() if min(_ranks(c)) <= width]
-        again = await ranked(feedback, False, keep, names=second_hop_names(result, cleaned, tuning))
-        found = [c for c in found if c.kind == "memory"] + [
-            _with_first_ranks(c, first.get(c.id)) for c in again
-        ]
+        again = await candidates(
+            sessions,
+            user_id=user_id,
+            query=cleaned,
+            query_vector=vector,
+            messages=include_messages,
+            memories=False,
+            exclude_session_id=exclude_session_id,
+            per_list=width,
+            tuning=tuning,
+            feedback_message_ids=feedback,
+            words_only_keeping=keep,
+            window=window,
+            names=second_hop_names(result, cleaned, tuning),
+            first_ranks=first,
+        )
+        found = [c for c in found if c.kind == "memory"] + again
         result = fuse(found, k=k, mode=mode, tuning=tuning, now=now)
     log.debug(
         "memory.recalled",
@@ -664,22 +891,144 @@ def _ranks(c: Candidate) -> tuple[int, ...]:
     return tuple(r for r in (c.vector_rank, c.window_rank) if r is not None) or (1 << 30,)
 
 
-def _with_first_ranks(c: Candidate, first: Candidate | None) -> Candidate:
-    """A feedback-pass row with the vector and window ranks of the first pass."""
-    if first is None:
-        return replace(c, vector_rank=None, window_rank=None)
-    return replace(c, vector_rank=first.vector_rank, window_rank=first.window_rank)
+def _params(tuning: Tuning, **values: object) -> dict[str, object]:
+    """The bound values of a recall statement, from the tuning and the call's own."""
+    return {
+        "k1": tuning.bm25_k1,
+        "min_sim": tuning.min_similarity,
+        "k_min_sim": tuning.memory_min_similarity,
+        "b": tuning.bm25_b,
+        "n1": tuning.neighbour_1,
+        "n2": tuning.neighbour_2,
+        "fb_terms": max(0, tuning.feedback_terms),
+        "fb_weight": tuning.feedback_weight,
+        "s_top": tuning.session_units if tuning.session_weight > 0 else 0,
+        "centre": 1.0 if tuning.centre_vectors else 0.0,
+        "centre_prior": max(0.0, tuning.centre_prior),
+        "centre_window": max(1, tuning.centre_window),
+    } | values
 
 
-async def _first_pass(
-    ranked: Callable[..., Awaitable[list[Candidate]]], messages: bool, memories: bool
-) -> list[Candidate]:
-    """Both halves ranked side by side, on two connections: a person's memories and
-    their conversation log cost about as much each as both together on one."""
-    if not (messages and memories):
-        return await ranked((), memories)
-    past, remembered = await asyncio.gather(ranked((), False), ranked((), True, messages=False))
-    return past + remembered
+@dataclass(frozen=True, slots=True)
+class _Half:
+    """What one half of the first pass returned: the rows it keeps, by id, and its ranks
+    (and coverage) of every row it ranked."""
+
+    kept: dict[int, dict[str, Any]]
+    ranks: dict[str, dict[int, Any]]
+
+
+_RANK_KEYS = ("r_ids", "r_1", "r_2", "r_3", "r_cov")
+
+
+async def _half(
+    sessions: async_sessionmaker[AsyncSession],
+    half: Half,
+    *,
+    dim: int,
+    params: dict[str, object],
+) -> _Half:
+    statement = _half_statement(half, dim)
+    bound = {key: params[key] for key in _bind_names(statement.text)}
+    async with sessions() as db:
+        result = await db.execute(statement, bound)
+        keys = list(result.keys())
+        rows = result.all()
+    ranked = len(keys) - len(_RANK_KEYS)
+    fields, kind = keys[:ranked], keys.index("kind")
+    kept: dict[int, dict[str, Any]] = {}
+    ranks: dict[str, dict[int, Any]] = {}
+    for row in rows:
+        if row[kind] == "ranks":
+            ids = row[ranked] or []
+            ranks = {
+                key: dict(zip(ids, values, strict=True))
+                for key, values in zip(_RANK_KEYS[1:], row[ranked + 1 :], strict=True)
+                if values is not None
+            }
+        else:
+            values = dict(zip(fields, row, strict=False))
+            kept[values["id"]] = values
+    return _Half(kept, ranks)
+
+
+def _joined(kind: Kind, words: _Half, vectors: _Half) -> list[Candidate]:
+    """The rows either half keeps, each with its ranks in both halves' lists."""
+    by_word, by_vector = words.ranks, vectors.ranks
+    empty: dict[int, Any] = {}
+    found = []
+    for row_id, row in (vectors.kept | words.kept).items():
+        values = row | {
+            "vector_rank": by_vector.get("r_1", empty).get(row_id),
+            "window_rank": by_vector.get("r_2", empty).get(row_id),
+            "text_rank": by_word.get("r_1", empty).get(row_id),
+            "coverage": float(by_word.get("r_cov", empty).get(row_id) or 0.0),
+        }
+        if kind == "message":
+            values |= {
+                "session_rank": by_word.get("r_2", empty).get(row_id),
+                "entity_rank": by_word.get("r_3", empty).get(row_id),
+            }
+        found.append(Candidate(**values))
+    return found
+
+
+async def first_pass(
+    sessions: async_sessionmaker[AsyncSession],
+    query_vector: Awaitable[Sequence[float]],
+    *,
+    user_id: int,
+    query: str,
+    messages: bool,
+    memories: bool,
+    dim: int,
+    exclude_session_id: int | None = None,
+    per_list: int = 50,
+    tuning: Tuning = DEFAULT_TUNING,
+    window: Window | None = None,
+) -> tuple[list[float], list[Candidate]]:
+    """`candidates` for the query alone (no feedback, no names), the query's vector and
+    the database side by side: the word-ranked halves run while `query_vector` is being
+    made, the vector-ranked halves once it is there, each kind on its own connection.
+    Returns the vector and the candidates."""
+    params = _params(
+        tuning,
+        uid=user_id,
+        qtext=clean_query(query),
+        exclude_session=exclude_session_id,
+        n=per_list,
+        feedback=[],
+        entities="",
+        also=[],
+        qvec=None,
+        w_start=window.start if window else None,
+        w_end=window.end + SLACK if window else None,
+    )
+    kinds: list[tuple[Kind, Half, Half]] = []
+    if messages:
+        kinds.append(("message", "message words", "message vectors"))
+    if memories:
+        kinds.append(("memory", "memory words", "memory vectors"))
+
+    async def by_vector() -> tuple[list[float], list[_Half]]:
+        vector = [float(x) for x in await query_vector]
+        with_vector = params | {"qvec": vector}
+        halves = await asyncio.gather(
+            *(_half(sessions, half, dim=dim, params=with_vector) for _, _, half in kinds)
+        )
+        return vector, list(halves)
+
+    words = asyncio.gather(*(_half(sessions, half, dim=dim, params=params) for _, half, _ in kinds))
+    try:
+        vector, vector_halves = await by_vector()
+    finally:
+        word_halves = await words
+    found = [
+        c
+        for (kind, _, _), words, vectors in zip(kinds, word_halves, vector_halves, strict=True)
+        for c in _joined(kind, words, vectors)
+    ]
+    return vector, found
 
 
 def feedback_ids(
