@@ -419,7 +419,7 @@ k_docs AS MATERIALIZED (
            coalesce(coalesce(k.event_at, k.created_at) >= :w_start
                     AND coalesce(k.event_at, k.created_at) < :w_end, false) AS inw
     FROM memories AS k CROSS JOIN q
-    WHERE k.user_id = :uid AND k.valid_until IS NULL AND k.status IN ('active', 'dying')
+    WHERE k.user_id = :uid AND k.valid_until IS NULL AND {k_statuses}
 ),"""
     + _BM25.format(p="k")
     + """,
@@ -459,15 +459,23 @@ FROM k_ranked AS r JOIN memories AS k ON k.id = r.id
 WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n)"""
 
 
+_LIVE = "k.status IN ('active', 'dying')"
+_WITH_FADED = "k.status IN ('active', 'dying', 'dead')"
+"""Which memories are ranked: the live ones, or (`faded`, for the `search_memory` tool)
+the retired ones too."""
+
+
 @functools.cache
-def _statement(*, messages: bool, memories: bool, dim: int, message_vectors: bool = True) -> Any:
+def _statement(
+    *, messages: bool, memories: bool, dim: int, message_vectors: bool = True, faded: bool = False
+) -> Any:
     ctes = [_QUERY]
     selects = []
     if messages:
         ctes.append(_messages_sql(vectors=message_vectors))
         selects.append(_SELECT_MESSAGES)
     if memories:
-        ctes.append(_MEMORIES)
+        ctes.append(_MEMORIES.replace("{k_statuses}", _WITH_FADED if faded else _LIVE))
         selects.append(_SELECT_MEMORIES)
     sql = "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(selects)
     binds = [
@@ -496,6 +504,7 @@ async def candidates(
     words_only_keeping: Collection[int] | None = None,
     window: Window | None = None,
     names: Sequence[str] = (),
+    faded: bool = False,
 ) -> list[Candidate]:
     """The person's best `per_list` rows by vector and by text, with both ranks; one query.
 
@@ -514,6 +523,7 @@ async def candidates(
         memories=memories,
         dim=len(query_vector),
         message_vectors=words_only_keeping is None,
+        faded=faded,
     )
     params = {
         "uid": user_id,
@@ -564,8 +574,10 @@ async def recall(
     exclude_session_id: int | None = None,
     mode: Mode = "hybrid",
     tuning: Tuning = DEFAULT_TUNING,
+    faded: bool = False,
 ) -> list[Recalled]:
-    """The `k` memories and past messages of this person most relevant to `query`."""
+    """The `k` memories and past messages of this person most relevant to `query` (with
+    `faded`, retired memories among them)."""
     cleaned = clean_query(query)
     if k <= 0 or not cleaned.strip() or not (include_messages or include_memories):
         return []
@@ -600,6 +612,7 @@ async def recall(
             words_only_keeping=keeping,
             window=window,
             names=names,
+            faded=faded,
         )
 
     found = await _first_pass(ranked, include_messages, include_memories)
