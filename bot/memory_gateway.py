@@ -78,9 +78,15 @@ class Notices(Protocol):
         ...
 
 
-ToolNotice = Callable[[Person, Sequence[ToolChange]], Awaitable[Reply]]
-"""The short notice of what the model's memory tools changed in a turn, with an Undo
-button per change (the command UI provides it: `bot.commands.notices.tool_notice`)."""
+class ToolNotice(Protocol):
+    """The short notice of what the model's memory tools changed in a turn, with an Undo
+    button per change (the command UI provides it: `bot.commands.notices.tool_notice`);
+    without `quoting`, a forgotten memory is named by its id only."""
+
+    async def __call__(
+        self, person: Person, changes: Sequence[ToolChange], *, quoting: bool = True
+    ) -> Reply: ...
+
 
 AskUpdate = Callable[[Person, UpdateQuestion], Awaitable[Reply]]
 """Words and buttons of the question put to a person when their new words contradict a
@@ -163,7 +169,7 @@ class MemoryServices:
         """Carry out one of the model's memory tool calls in the turn answering
         `message_id`; a change it makes waits for the turn's notice (`with_turn_notice`)."""
         if call.name not in {tool.name for tool in self.tools}:
-            return "Nothing was done: unknown tool."
+            return "Nothing was saved or changed: unknown tool."
         sources = await turn_message_ids(self._sessions, user_id=person.id, message_id=message_id)
         if call.name == REMEMBER_TOOL.name:
             outcome = await self._remember(person, call, sources)
@@ -193,7 +199,16 @@ class MemoryServices:
             )
 
     async def _notice_later(self, person: Person, changes: Sequence[ToolChange]) -> None:
-        await self.send_notice(person, reply=await self._tool_notice(person, changes))
+        """Saved and updated memories go as a memory notice (held by id, shown only if
+        still live when it goes out); what was forgotten by its id alone, so no held text
+        keeps the words of a memory the person let go."""
+        kept = [change.item for change in changes if change.kind != "forgot"]
+        if kept:
+            await self.send_notice(person, items=kept)
+        gone = [change for change in changes if change.kind == "forgot"]
+        if gone:
+            notice = await self._tool_notice(person, gone, quoting=False)
+            await self.send_notice(person, reply=notice)
 
     async def _remember(self, person: Person, call: ToolCall, sources: list[int]) -> ToolOutcome:
         """The model's `remember` call; the memory records the turn's messages

@@ -41,10 +41,13 @@ TOOL_FOOTER = "Undo anything I got wrong; /memory shows everything."
 _UNDONE_BY = {"saved": CREATION, "updated": CREATION, "forgot": ("forget",)}
 
 
-async def tool_notice(deps: CommandDeps, person: Person, changes: Sequence[ToolChange]) -> Reply:
+async def tool_notice(
+    deps: CommandDeps, person: Person, changes: Sequence[ToolChange], *, quoting: bool = True
+) -> Reply:
     """The short notice of what the chat model's memory tools changed in one turn, a line
     and an Undo button per change: undoing a saved memory lets it go, an update brings the
-    old wording back, a forgotten memory comes back with its words."""
+    old wording back, a forgotten memory comes back with its words. Without `quoting` (a
+    notice held for later) a forgotten memory is named by its id, not its words."""
     lines, specs = [], []
     for change in changes[:MAX_LISTED]:
         item = change.item
@@ -53,6 +56,8 @@ async def tool_notice(deps: CommandDeps, person: Person, changes: Sequence[ToolC
                 f"• Updated {change.previous.label}: “{item.content}” (now {item.label}; it "
                 f"said “{change.previous.content}”)"
             )
+        elif change.kind == "forgot" and not quoting:
+            lines.append(f"• Forgot {item.label} (in /memory trash for 30 days)")
         elif change.kind == "forgot":
             lines.append(f"• Forgot: “{item.content}” ({item.label}; in /memory trash for 30 days)")
         else:

@@ -267,11 +267,41 @@ async def test_a_turn_that_fails_after_a_change_notices_it_later_in_the_window(
     async with db() as s:
         (held,) = (await s.scalars(select(HeldNotice))).all()
     assert held.status == "held" and held.text.startswith(TOOL_HEADING)
+    assert "bike" not in held.text  # no held text keeps the words of what was let go
     assert await core.memory.notices.release() == {}  # still quiet hours
     clock.advance(hours=9)  # 08:30: the window opens
     assert (await core.memory.notices.release())["sent"] == 1
     ((_, sent),) = delivery.sent
-    assert "• Forgot: “They drive a red bike”" in sent.text and labels(sent) == ["↩ Undo m1"]
+    assert "• Forgot m1 (in /memory trash" in sent.text and labels(sent) == ["↩ Undo m1"]
+    await press(core, sent, "↩ Undo")
+    assert (await _row(db, alice, 1)).status == "active"
+
+
+async def test_an_update_whose_turn_failed_is_noticed_by_id_when_the_window_opens(
+    core: Core, scripted_llm: ScriptedLLM, db: async_sessionmaker[AsyncSession], clock: FakeClock
+) -> None:
+    alice = await _person(core)
+    await run(core, "/timezone UTC")
+    await _noticed(core, alice, "They drive a red bike")
+    clock.advance(hours=14, minutes=30)
+    delivery = RecordingDelivery()
+    core.outbound.register(delivery)
+    scripted_llm.script += [
+        tool_call("update_memory", {"memory": "m1", "text": "They drive a blue bike"}),
+        RuntimeError("the turn breaks after the tool ran"),
+    ]
+    with contextlib.suppress(RuntimeError):
+        await _turn(core, "my bike is blue now")
+    await core.background.drain()
+    async with db() as s:
+        (held,) = (await s.scalars(select(HeldNotice))).all()
+    assert (held.text, held.memory_ids) == ("", [(await _row(db, alice, 2)).id])
+    clock.advance(hours=9)
+    await core.memory.notices.release()
+    ((_, sent),) = delivery.sent
+    assert "They drive a blue bike (m2)" in sent.text and labels(sent) == ["↩ Undo m2"]
+    await press(core, sent, "↩ Undo")
+    assert (await _row(db, alice, 1)).valid_until is None
 
 
 async def test_the_model_goes_down_after_a_change_and_the_apology_carries_the_notice(
