@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -208,3 +209,25 @@ async def test_the_openai_provider_carries_the_tools_and_the_round_trip(
     assert labels(reply) == ["↩ Undo m1"]
     async with db() as s:
         assert (await s.scalar(select(Memory.status))) == "forgotten"
+
+
+async def test_the_openai_fake_refuses_a_tool_schema_the_api_would() -> None:
+    chat = "llama3.1:8b"
+
+    def body(tools: list[dict[str, Any]]) -> dict[str, Any]:
+        messages = [{"role": "user", "content": "hello"}]
+        return {"model": chat, "messages": messages, "tools": tools}
+
+    def function(spec: ToolSpec) -> dict[str, Any]:
+        described = {"name": spec.name, "description": spec.description}
+        return {"type": "function", "function": {**described, "parameters": spec.input_schema}}
+
+    broken = ToolSpec("broken", "x", {"type": "object", "required": "n"})
+    async with FakeOpenAIAPI(models={chat: ModelTraits()}) as api, aiohttp.ClientSession() as http:
+        url = f"{api.base_url}/chat/completions"
+        async with http.post(url, json=body([function(broken)])) as response:
+            assert response.status == 400
+            error = (await response.json())["error"]["message"]
+        assert error.startswith("Invalid schema for function 'broken': JSON schema is invalid")
+        async with http.post(url, json=body([function(t) for t in MEMORY_TOOLS])) as response:
+            assert response.status == 200

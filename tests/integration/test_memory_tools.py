@@ -5,6 +5,7 @@ protection of what the person set themselves or pinned, and reviving on search."
 from __future__ import annotations
 
 import contextlib
+from datetime import timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -200,6 +201,9 @@ async def test_search_finds_faded_memories_and_revives_the_dead(
     dead = await _noticed(core, alice, "They played the cello in a youth orchestra", status="dead")
     dying = await _noticed(core, alice, "They want to learn the cello again", status="dying")
     await _noticed(core, alice, "Their cat is called Miso")
+    expired = await _noticed(
+        core, alice, "They had a cello exam last spring", expires_at=clock.now() - timedelta(days=3)
+    )
     await _noticed(core, bob, "He plays the cello in a quartet")
     played = "They played the cello in a youth orchestra"
     await _turn(core, "the youth orchestra was fun")
@@ -214,6 +218,7 @@ async def test_search_finds_faded_memories_and_revives_the_dead(
     found = _result(scripted_llm)
     assert 'id="m1"' in found and 'faded="yes"' in found and "youth orchestra" in found
     assert 'id="m2"' in found and "quartet" not in found and "Miso" not in found
+    assert f'id="m{expired}" kind="core/fact" source="noticed" faded="yes"' in found
     row = await _row(db, alice, dead)
     assert (row.status, row.recall_count, row.last_recalled_at) == ("dying", 1, clock.now())
     assert (await _row(db, alice, dying)).recall_count == 1
