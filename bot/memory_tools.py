@@ -175,7 +175,13 @@ class MemoryTools:
         and the provenance of an update)."""
         if call.name == SEARCH_MEMORY_TOOL.name:
             return await self._search(person, _text(call.input, "query", MAX_QUERY))
-        change: Change = "update" if call.name == UPDATE_MEMORY_TOOL.name else "forget"
+        changes: dict[str, Change] = {
+            UPDATE_MEMORY_TOOL.name: "update",
+            FORGET_MEMORY_TOOL.name: "forget",
+        }
+        change = changes.get(call.name)
+        if change is None:
+            return ToolOutcome("Nothing was changed: unknown tool.")
         target = await self._target(person, _text(call.input, "memory", MAX_QUERY))
         if isinstance(target, str):
             return ToolOutcome(target)
