@@ -15,6 +15,7 @@ import structlog
 from bot.background import BackgroundTasks
 from bot.commands.base import CommandDeps
 from bot.commands.edit import EditIntake
+from bot.commands.notices import tool_notice
 from bot.commands.questions import update_question
 from bot.commands.router import Router
 from bot.commands.setup import install_commands
@@ -254,6 +255,7 @@ async def build_core(
         background=background,
         notices=NoticeWindow(sessions=sessions, commands=commands, outbound=outbound, clock=clock),
         ask_update=functools.partial(update_question, commands),
+        tool_notice=functools.partial(tool_notice, commands),
         settings=MemorySettings(
             budget_tokens=settings.memory_budget_tokens,
             extract_every_n=settings.extract_every_n_messages,

@@ -74,6 +74,14 @@ class MemoryGateway(Protocol):
         """Carry out a tool call the model made; the text goes back to the model."""
         ...
 
+    async def with_turn_notice(self, person: Person, message_id: int, reply: Reply) -> Reply:
+        """`reply` with the notice of what this turn's tool calls changed, if anything."""
+        ...
+
+    def turn_over(self, person: Person, message_id: int) -> None:
+        """The turn ended; what its reply did not carry is noticed later."""
+        ...
+
     def after_turn(self, person: Person, inbound: Inbound, window: TurnWindow) -> None:
         """Schedule background work (extraction, summaries) after a turn; `window` says
         how long the session has grown, so no query is needed to decide."""
@@ -136,7 +144,11 @@ async def handle_message(incoming: IncomingMessage, *, conversation: Conversatio
             return Reply("", silent=True)
         async with conversation.turns.hold(person.id):
             edited = await _edit_waiting(incoming, inbound, conversation)
-            return edited or await _answer(incoming, inbound, conversation)
+            try:
+                return edited or await _answer(incoming, inbound, conversation)
+            finally:
+                if conversation.memory is not None:
+                    conversation.memory.turn_over(person, message.id)
 
 
 async def _edit_waiting(
@@ -198,7 +210,7 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
             now=c.clock.now(),
             status="apology",
         )
-        return Reply(APOLOGY)
+        return await _noticed(Reply(APOLOGY), inbound, c)
     reply_text = completion.text.strip() or "…"
     await c.store.add_reply(
         user_id=person.id,
@@ -225,9 +237,17 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
     )
     if c.memory is not None:
         c.memory.after_turn(person, inbound, window)
+    reply = await _noticed(Reply(reply_text), inbound, c)
     if c.extras is not None:
-        return await c.extras.after_reply(person, incoming, Reply(reply_text))
-    return Reply(reply_text)
+        return await c.extras.after_reply(person, incoming, reply)
+    return reply
+
+
+async def _noticed(reply: Reply, inbound: Inbound, c: Conversation) -> Reply:
+    """The reply with the notice of what the model's memory tools changed this turn."""
+    if c.memory is None:
+        return reply
+    return await c.memory.with_turn_notice(inbound.person, inbound.message.id, reply)
 
 
 async def _complete(request: LLMRequest, inbound: Inbound, c: Conversation) -> Completion:

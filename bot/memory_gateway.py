@@ -1,6 +1,8 @@
-"""The conversation's view of the memory tiers: context for a turn, the `remember` and
-`confirm_memory` tools, and the background work after a turn (extraction, summaries,
-memory notices, the daily question about an unsure memory)."""
+"""The conversation's view of the memory tiers: context for a turn, the memory tools
+(`remember` and `confirm_memory` here, `update_memory`, `forget_memory` and
+`search_memory` in `bot.memory_tools`) with the notice of what they changed, and the
+background work after a turn (extraction, summaries, memory notices, the daily question
+about an unsure memory)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from bot import metrics
 from bot.background import BackgroundTasks
 from bot.domain import Reply
 from bot.llm import ToolCall, ToolSpec
+from bot.memory_tools import MEMORY_TOOLS, MemoryTools, ToolChange, ToolOutcome
 from bot.prompting import MemoryContext, TurnWindow
 from memory.care.provenance import turn_message_ids
 from memory.care.repository import SqlMemoryRepository
@@ -103,6 +106,16 @@ class Notices(Protocol):
         ...
 
 
+class ToolNotice(Protocol):
+    """The short notice of what the model's memory tools changed in a turn, with an Undo
+    button per change (the command UI provides it: `bot.commands.notices.tool_notice`);
+    without `quoting`, a forgotten memory is named by its id only."""
+
+    async def __call__(
+        self, person: Person, changes: Sequence[ToolChange], *, quoting: bool = True
+    ) -> Reply: ...
+
+
 AskUpdate = Callable[[Person, UpdateQuestion], Awaitable[Reply]]
 """Words and buttons of the question put to a person when their new words contradict a
 memory they set themselves (the command UI provides it: `bot.commands.questions`)."""
@@ -127,6 +140,7 @@ class MemoryServices:
         background: BackgroundTasks,
         notices: Notices,
         ask_update: AskUpdate,
+        tool_notice: ToolNotice,
         settings: MemorySettings,
         autocommit: Database | None = None,
         ask_unsure: AskUnsure | None = None,
@@ -145,11 +159,16 @@ class MemoryServices:
         self._ask_unsure = ask_unsure
         self._settings = settings
         self.notices = notices
+        self._tool_notice = tool_notice
+        self._tools = MemoryTools(
+            sessions=sessions, memories=memories, embedder=embedder, clock=clock
+        )
+        self._changes: dict[tuple[int, int], list[ToolChange]] = {}
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
         """Tools the model may call during a private conversation (a group gets none)."""
-        return (REMEMBER_TOOL, CONFIRM_TOOL)
+        return (REMEMBER_TOOL, CONFIRM_TOOL, *MEMORY_TOOLS)
 
     async def context_for(
         self, person: Person, session: ConversationSession, query: str
@@ -180,14 +199,58 @@ class MemoryServices:
         return MemoryContext(assembled.standing, assembled.this_turn)
 
     async def run_tool(self, person: Person, message_id: int, call: ToolCall) -> str:
-        """Carry out the model's `remember` call; the memory records the turn's messages
-        (`message_id` and the rest of its burst), so forgetting it hides those words."""
-        text = str(call.input.get("text", "")).strip()[:500]
-        if call.name == CONFIRM_TOOL.name and text:
-            return await self._confirm(person, message_id, text)
-        if call.name != REMEMBER_TOOL.name or not text:
-            return "Nothing was saved: unknown tool or empty text."
+        """Carry out one of the model's memory tool calls in the turn answering
+        `message_id`; a change it makes waits for the turn's notice (`with_turn_notice`)."""
+        if call.name not in {tool.name for tool in self.tools}:
+            return "Nothing was saved or changed: unknown tool."
         sources = await turn_message_ids(self._sessions, user_id=person.id, message_id=message_id)
+        if call.name == REMEMBER_TOOL.name:
+            outcome = await self._remember(person, call, sources)
+        elif call.name == CONFIRM_TOOL.name:
+            outcome = await self._confirm(person, call, sources)
+        else:
+            outcome = await self._tools.run(person, call, sources)
+        if outcome.change is not None:
+            self._changes.setdefault((person.id, message_id), []).append(outcome.change)
+        return outcome.text
+
+    async def with_turn_notice(self, person: Person, message_id: int, reply: Reply) -> Reply:
+        """`reply` with the notice of what the tools changed in this turn below it (Undo
+        buttons included): the answer to the person's own message, so never held."""
+        changes = self._changes.pop((person.id, message_id), [])
+        if not changes:
+            return reply
+        notice = await self._tool_notice(person, changes)
+        text = f"{reply.text}\n\n{notice.text}" if reply.text else notice.text
+        return Reply(text, notice.buttons, private=reply.private or notice.private)
+
+    def turn_over(self, person: Person, message_id: int) -> None:
+        """A turn ended: a change its reply did not carry (the turn failed after the tool
+        ran) is noticed on its own later, in the person's allowed window."""
+        changes = self._changes.pop((person.id, message_id), [])
+        if changes:
+            self._background.spawn(
+                self._notice_later(person, changes), key=f"tool-notice:{message_id}"
+            )
+
+    async def _notice_later(self, person: Person, changes: Sequence[ToolChange]) -> None:
+        """Saved and updated memories go as a memory notice (held by id, shown only if
+        still live when it goes out); what was forgotten by its id alone, so no held text
+        keeps the words of a memory the person let go."""
+        kept = [change.item for change in changes if change.kind != "forgot"]
+        if kept:
+            await self.send_notice(person, items=kept)
+        gone = [change for change in changes if change.kind == "forgot"]
+        if gone:
+            notice = await self._tool_notice(person, gone, quoting=False)
+            await self.send_notice(person, reply=notice)
+
+    async def _remember(self, person: Person, call: ToolCall, sources: list[int]) -> ToolOutcome:
+        """The model's `remember` call; the memory records the turn's messages
+        (`sources`: the message and the rest of its burst), so forgetting it hides them."""
+        text = str(call.input.get("text", "")).strip()[:500]
+        if not text:
+            return ToolOutcome("Nothing was saved: empty text.")
         try:
             item = await remember_explicit(
                 user_id=person.id,
@@ -199,16 +262,23 @@ class MemoryServices:
                 source_message_ids=sources,
             )
         except NotAboutThePerson:
-            return (
+            return ToolOutcome(
                 "Nothing was saved: that is a claim about your own role or rules (or other "
                 "people's data), not a fact of the person's life. Tell them so, kindly."
             )
         log.info("memory.saved_by_tool", memory_id=item.id)
-        return f"Saved as {item.label}. The person can see it with /memory."
+        return ToolOutcome(
+            f"Saved as {item.label}. The person sees a note with an Undo button.",
+            ToolChange("saved", item),
+        )
 
-    async def _confirm(self, person: Person, message_id: int, text: str) -> str:
-        """Carry out `confirm_memory`: affirm the live memory that says `text` (the same
-        words, or a close paraphrase), recording the turn's messages as its sources."""
+    async def _confirm(self, person: Person, call: ToolCall, sources: list[int]) -> ToolOutcome:
+        """Carry out `confirm_memory`: affirm the live memory that says the call's text
+        (the same words, or a close paraphrase), recording the turn's messages (`sources`)
+        as its sources."""
+        text = str(call.input.get("text", "")).strip()[:500]
+        if not text:
+            return ToolOutcome("Nothing was confirmed: empty text.")
         known = await self._memories.by_hash(person.id, content_hash(text))
         if known is None:
             (vector,) = await self._memories.embed([text])
@@ -217,14 +287,15 @@ class MemoryServices:
             )
             known = near[0][0] if near else None
         if known is None:
-            return "Nothing was confirmed: no remembered item says that. Use remember if it is new."
-        sources = await turn_message_ids(self._sessions, user_id=person.id, message_id=message_id)
+            return ToolOutcome(
+                "Nothing was confirmed: no remembered item says that. Use remember if it is new."
+            )
         item = await affirm_memory(
             self._memories, person.id, known.short_id, via="tool", source_message_ids=sources
         )
         if item is None:
-            return "Nothing was confirmed: that memory changed meanwhile."
-        return f"Confirmed {item.label}: it is surer now and stays in mind."
+            return ToolOutcome("Nothing was confirmed: that memory changed meanwhile.")
+        return ToolOutcome(f"Confirmed {item.label}: it is surer now and stays in mind.")
 
     def after_turn(self, person: Person, inbound: Inbound, window: TurnWindow) -> None:
         """Extract closed or long-running sessions and fold long ones, in the background."""

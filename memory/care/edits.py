@@ -30,9 +30,12 @@ async def edit_memory(
     *,
     embedding: Embedding | None,
     source_message_ids: Sequence[int],
+    actor: str = "user",
 ) -> MemoryItem:
     """Replace the current memory `short_id` by a version saying `content`, in the
-    batch's transaction; `MemoryNotFound` when it is not current."""
+    batch's transaction; `MemoryNotFound` when it is not current. The person's own edit
+    makes the new version theirs (source `user`); the companion's (`actor`
+    'companion', the chat model's `update_memory`) keeps the old version's source."""
     old = await batch.row(short_id)
     if not to_item(old).live:
         raise MemoryNotFound(f"m{short_id} is not current")
@@ -47,8 +50,9 @@ async def edit_memory(
         source_message_ids=tuple(source_message_ids),
         thread_id=old.thread_id,
     )
+    source = "user" if actor == "user" else old.source
     item = await batch.supersede(
-        short_id, candidate, source="user", actor="user", embedding=embedding
+        short_id, candidate, source=source, actor=actor, embedding=embedding
     )
     if not old.pinned:
         return item

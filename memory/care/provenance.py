@@ -94,3 +94,23 @@ async def turn_message_ids(
             )
         )
         return sorted({*waiting, message_id})
+
+
+async def turn_words(
+    sessions: async_sessionmaker[AsyncSession], *, user_id: int, message_ids: list[int]
+) -> str:
+    """What the person wrote in these messages of theirs (a turn), oldest first: what a
+    tool call is checked against when it claims the person asked for it."""
+    if not message_ids:
+        return ""
+    async with sessions() as db:
+        texts = await db.scalars(
+            select(Message.content)
+            .where(
+                Message.user_id == user_id,
+                Message.id.in_(message_ids),
+                Message.role == "user",
+            )
+            .order_by(Message.id)
+        )
+        return "\n".join(texts)

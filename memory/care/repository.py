@@ -36,10 +36,17 @@ class SqlMemoryRepository(SqlMemories):
     """Memories in PostgreSQL: add, supersede, forget, pin, undo, search."""
 
     async def edit(
-        self, user_id: int, short_id: int, content: str, *, source_message_ids: Sequence[int]
+        self,
+        user_id: int,
+        short_id: int,
+        content: str,
+        *,
+        source_message_ids: Sequence[int],
+        actor: str = "user",
     ) -> MemoryItem:
         """Correct a current memory in the person's own words: a new version (tier and pin
-        kept, source `user`) from the messages `source_message_ids`; history is kept."""
+        kept, source `user`) from the messages `source_message_ids`; history is kept.
+        With `actor` 'companion' (the chat model's `update_memory`) the source is kept."""
         try:
             (embedding,) = await self.embed([content])
         except Exception as exc:  # stored all the same; recall finds it by its words
@@ -52,8 +59,9 @@ class SqlMemoryRepository(SqlMemories):
                 content,
                 embedding=embedding,
                 source_message_ids=source_message_ids,
+                actor=actor,
             )
-        log.info("memory.edited", user_id=user_id, memory_id=item.id)
+        log.info("memory.edited", user_id=user_id, memory_id=item.id, actor=actor)
         return item
 
     async def forget(self, user_id: int, short_id: int, *, actor: str = "user") -> MemoryItem:

@@ -442,7 +442,7 @@ k_docs AS MATERIALIZED (
            coalesce(coalesce(k.event_at, k.created_at) >= :w_start
                     AND coalesce(k.event_at, k.created_at) < :w_end, false) AS inw
     FROM memories AS k CROSS JOIN q
-    WHERE k.user_id = :uid AND k.valid_until IS NULL AND k.status IN ('active', 'dying')
+    WHERE k.user_id = :uid AND k.valid_until IS NULL AND {k_statuses}
 ),"""
     + _BM25.format(p="k")
     + """,
@@ -664,15 +664,23 @@ def _half_statement(half: Half, dim: int) -> Any:
     return statement
 
 
+_LIVE = "k.status IN ('active', 'dying')"
+_WITH_FADED = "k.status IN ('active', 'dying', 'dead')"
+"""Which memories are ranked: the live ones, or (`faded`, for the `search_memory` tool)
+the retired ones too."""
+
+
 @functools.cache
-def _statement(*, messages: bool, memories: bool, dim: int, message_vectors: bool = True) -> Any:
+def _statement(
+    *, messages: bool, memories: bool, dim: int, message_vectors: bool = True, faded: bool = False
+) -> Any:
     ctes = [_QUERY]
     selects = []
     if messages:
         ctes.append(_messages_sql(vectors=message_vectors))
         selects.append(_SELECT_MESSAGES)
     if memories:
-        ctes.append(_MEMORIES)
+        ctes.append(_MEMORIES.replace("{k_statuses}", _WITH_FADED if faded else _LIVE))
         selects.append(_SELECT_MEMORIES)
     sql = "WITH " + ",".join(ctes) + "\n" + "\nUNION ALL".join(selects)
     binds = [
@@ -702,6 +710,7 @@ async def candidates(
     window: Window | None = None,
     names: Sequence[str] = (),
     first_ranks: Mapping[int, Candidate] | None = None,
+    faded: bool = False,
 ) -> list[Candidate]:
     """The person's best `per_list` rows by vector and by text, with both ranks; one query.
 
@@ -721,6 +730,7 @@ async def candidates(
         memories=memories,
         dim=len(query_vector),
         message_vectors=words_only_keeping is None,
+        faded=faded,
     )
     params = {
         "uid": user_id,
@@ -779,12 +789,15 @@ async def recall(
     mode: Mode = "hybrid",
     tuning: Tuning = DEFAULT_TUNING,
     overlap: bool = True,
+    faded: bool = False,
 ) -> list[Recalled]:
-    """The `k` memories and past messages of this person most relevant to `query`.
+    """The `k` memories and past messages of this person most relevant to `query` (with
+    `faded`, retired memories among them).
 
     With `overlap` (the default), the first pass ranks by words while the query is
     being embedded (`first_pass`); without, it embeds first and then runs one statement
     per kind, as before (the same candidates; kept for the latency bench's comparison).
+    A `faded` search (the `search_memory` tool, off the reply's hot path) takes the latter.
     """
     cleaned = clean_query(query)
     if k <= 0 or not cleaned.strip() or not (include_messages or include_memories):
@@ -803,7 +816,7 @@ async def recall(
             return [1.0] + [0.0] * (embedder.dim - 1)
 
     per_list = max(tuning.candidates, k)
-    if overlap:
+    if overlap and not faded:
         vector, found = await first_pass(
             sessions,
             embedded(),
@@ -833,6 +846,7 @@ async def recall(
                     per_list=per_list,
                     tuning=tuning,
                     window=window,
+                    faded=faded,
                 )
                 for messages, memories in kinds
             )

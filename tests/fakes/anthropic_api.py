@@ -24,6 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.prompt_cache import TTL_SECONDS, PromptCache, is_breakpoint, prompt_blocks, ttl_of
+from tests.fakes.tool_schemas import schema_problem
 
 DEFAULT_REPLY = "Hello from the fake model."
 ERROR_TYPES = {
@@ -340,6 +341,15 @@ def _check_tools(body: dict[str, Any]) -> str | None:
         schema = tool.get("input_schema")
         if not isinstance(schema, dict) or schema.get("type") != "object":
             return f"tools.{index}.custom.input_schema.type: Input should be 'object'"
+        if tool["name"] in names:
+            return "tools: Tool names must be unique."
+        if not isinstance(tool.get("description", ""), str):
+            return f"tools.{index}.custom.description: Input should be a valid string"
+        if schema_problem(schema) is not None:
+            return (
+                f"tools.{index}.custom.input_schema: JSON schema is invalid. It must match "
+                "JSON Schema draft 2020-12 (https://json-schema.org/draft/2020-12)."
+            )
         names.add(tool["name"])
     choice = body.get("tool_choice")
     if choice is None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from bot.errors import LLMUnavailable
 from bot.llm import Completion, LLMRequest, ToolCall, Usage
+from tests.fakes.tool_schemas import ANTHROPIC_NAME, tools_problem
 
 Responder = Callable[[LLMRequest], Completion]
 ToolResponder = Callable[[LLMRequest], dict[str, object]]
@@ -54,6 +55,15 @@ class ScriptedLLM:
     new, and other tools are unavailable."""
 
     async def complete(self, request: LLMRequest) -> Completion:
+        problem = tools_problem(
+            [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                for t in request.tools
+            ],
+            ANTHROPIC_NAME,
+        )
+        if problem is not None:  # what the real APIs answer with a 400
+            raise ValueError(f"invalid tool definition: {problem}")
         self.requests.append(request)
         if self.down:
             raise LLMUnavailable("scripted outage")

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from tests.fakes.tool_schemas import OPENAI_NAME, schema_problem
+
 DEFAULT_REPLY = "Hello from the fake model."
 EMBEDDING_DIM = 768  # nomic-embed-text's width
 
@@ -511,6 +513,14 @@ def _check_tools(body: dict[str, Any]) -> str | None:
             return f"Invalid value for 'tools[{index}].type'."
         if not isinstance(function.get("parameters", {}), dict):
             return f"Invalid type for 'tools[{index}].function.parameters'."
+        if not OPENAI_NAME.match(str(function.get("name", ""))):
+            return (
+                f"Invalid 'tools[{index}].function.name': string does not match pattern. "
+                "Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'."
+            )
+        problem = schema_problem(function.get("parameters", {"type": "object"}))
+        if problem is not None:
+            return f"Invalid schema for function '{function['name']}': {problem}"
         names.add(function.get("name"))
     choice = body.get("tool_choice")
     if isinstance(choice, dict):

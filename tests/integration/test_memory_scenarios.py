@@ -267,7 +267,9 @@ async def test_remember_that_in_conversation_is_saved_through_the_tool(
         text("Saved — I'll remember your mum's birthday."),
     ]
     reply = await _turn(core, "remember that my mum's birthday is 12 May")
-    assert plain(reply) == "Saved — I'll remember your mum's birthday."
+    answer, notice = plain(reply).split("\n\n", 1)
+    assert answer == "Saved — I'll remember your mum's birthday."
+    assert notice.startswith("Memory changes I made just now:\n• Saved: “Their mother's")
     (memory,) = await _rows(db)
     assert memory.source == "user" and "12 May" in memory.content
     exchange = scripted_llm.chat_requests[-1].tool_exchange

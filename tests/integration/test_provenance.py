@@ -217,7 +217,13 @@ async def test_a_group_chat_is_offered_no_memory_tool(
     core: Core, scripted_llm: ScriptedLLM
 ) -> None:
     await say(core, "hi")
-    assert [t.name for t in scripted_llm.chat_requests[-1].tools] == ["remember", "confirm_memory"]
+    assert [t.name for t in scripted_llm.chat_requests[-1].tools] == [
+        "remember",
+        "confirm_memory",
+        "update_memory",
+        "forget_memory",
+        "search_memory",
+    ]
     scripted_llm.script.append(tool_call("remember", {"text": "They love zanzibar"}))
     group = IncomingMessage(
         "console", "alice", "remember I love zanzibar", chat_id="group-1", is_private=False

@@ -83,7 +83,9 @@ async def test_a_memory_the_chat_tool_saved_is_forgotten_with_its_words(
     reply = await maya.says(
         "please remember that my therapist is Dr. Okonkwo and I see her on Tuesdays"
     )
-    assert reply.text == "Noted — I'll remember Dr. Okonkwo."
+    answer, notice = reply.text.split("\n\n", 1)
+    assert answer == "Noted — I'll remember Dr. Okonkwo."
+    assert notice.startswith("Memory changes I made just now:\n• Saved: “The person's therapist")
     offered = world.last_chat_prompt(maya)
     assert "remember" in offered.offered_tools
     await world.advance(hours=2)
