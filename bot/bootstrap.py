@@ -29,6 +29,7 @@ from bot.llm_tools import LLMToolCaller
 from bot.memory_gateway import MemoryServices, MemorySettings
 from bot.notice_window import NoticeWindow
 from bot.outbound import Outbound
+from bot.panel.links import panel_links
 from bot.prompting import load_persona
 from bot.timezone_onboarding import TimezoneOnboarding
 from memory.care.repository import SqlMemoryRepository
@@ -73,6 +74,8 @@ class Core:
     embedded: EmbeddedPostgres | None = None
     closers: list[Any] = field(default_factory=list)
     health: Health = field(default_factory=Health)
+    commands: CommandDeps | None = None
+    """What the commands use; the memory panel calls the same use cases with it."""
 
     async def aclose(self) -> None:
         """Finish background work, close clients and the database."""
@@ -236,6 +239,7 @@ async def build_core(
         tool_caller=tool_caller,
         pin_limit=settings.pin_limit,
         imports=import_config(settings),
+        panel=panel_links(settings, sessions, clock),
     )
     memory = MemoryServices(
         sessions=sessions,
@@ -285,6 +289,7 @@ async def build_core(
             commands, Extracting(sessions, memories, tool_caller, embedder, clock), outbound
         ),
         embedded=embedded,
+        commands=commands,
     )
     for client in (model, embedder):
         closer = getattr(client, "aclose", None)
