@@ -49,6 +49,7 @@ _DEPS = web.AppKey("deps", CommandDeps)
 _LINKS = web.AppKey("links", PanelLinks)
 _BOT_TOKEN = web.AppKey("bot_token", str)
 _LIMITS = web.AppKey("limits", RateLimiter)
+_CHANGE_LIMITS = web.AppKey("change_limits", RateLimiter)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -57,15 +58,15 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Security headers on every response; rate limits; same-origin POSTs only."""
     limits = request.app[_LIMITS]
-    if not limits.allow(("ip", request.remote or "?")):
+    if not limits.allow(request.remote or "?"):
         response: web.StreamResponse = _error(429, "Too many requests — wait a moment.")
     elif request.method == "POST" and request.headers.get("Origin") != _origin(request):
         response = _error(403, "That request didn't come from the panel.")
     else:
         try:
             response = await handler(request)
-        except web.HTTPException as exc:
-            response = exc
+        except web.HTTPException as exc:  # a missing page or method: answered plainly
+            response = web.Response(status=exc.status, text=exc.reason)
     headers = response.headers
     headers["Content-Security-Policy"] = CSP
     headers["X-Content-Type-Options"] = "nosniff"
@@ -195,7 +196,7 @@ async def redeem_link(request: web.Request) -> web.StreamResponse:
     if user_id is None:
         log.info("panel.sign_in_refused", kind="link")
         return _html(pages.message_page(*SIGNED_OUT), status=403)
-    response = web.HTTPSeeOther("./")
+    response = web.Response(status=303, headers={"Location": "./"})
     await _start_session(request, response, user_id)
     log.info("panel.opened", user_id=user_id, kind="link")
     return response
@@ -251,7 +252,7 @@ async def change(request: web.Request) -> web.Response:
     person, csrf = signed
     if not hmac.compare_digest(request.headers.get("X-CSRF-Token", ""), csrf):
         return _error(403, "This page is out of date. Reload it and try again.")
-    if not request.app[_LIMITS].allow(("person", person.id)):
+    if not request.app[_CHANGE_LIMITS].allow(person.id):
         return _error(429, "That's a lot of changes at once — wait a moment.")
     body = await _json(request)
     if body is None:
@@ -299,13 +300,16 @@ def build_panel(
     *,
     bot_token: str = "",
     limits: RateLimiter | None = None,
+    change_limits: RateLimiter | None = None,
 ) -> web.Application:
-    """The panel's sub-application (mount it at `/memory-panel/`)."""
+    """The panel's sub-application (mount it at `/memory-panel/`); `limits` counts
+    every request by client address, `change_limits` the changes of each person."""
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)
     app[_DEPS] = deps
     app[_LINKS] = links
     app[_BOT_TOKEN] = bot_token
-    app[_LIMITS] = limits or RateLimiter(per_minute=120, burst=40)
+    app[_LIMITS] = limits or RateLimiter(per_minute=600, burst=200)
+    app[_CHANGE_LIMITS] = change_limits or RateLimiter(per_minute=120, burst=60)
     app.router.add_get("/", panel)
     app.router.add_get("/content", content)
     app.router.add_get("/tg", telegram_entry)
