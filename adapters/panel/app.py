@@ -70,7 +70,7 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     headers = response.headers
     headers["Content-Security-Policy"] = CSP
     headers["X-Content-Type-Options"] = "nosniff"
-    headers["Referrer-Policy"] = "no-referrer"
+    headers["Referrer-Policy"] = "same-origin"  # "no-referrer" would make form posts Origin: null
     headers.setdefault("Cache-Control", "no-store")
     return response
 

@@ -64,6 +64,7 @@ def panel_page(view: PanelView, csrf: str) -> str:
         '<a class="button" href="export" download>Export</a></header>'
         '<section class="filters" aria-label="Search and filters">'
         '<label class="search">Search <input type="search" id="q" autocomplete="off"></label>'
+        '<details class="more"><summary>Filters</summary><div class="more-grid">'
         '<label>Tier <select id="f-tier"><option value="">Any</option>'
         '<option value="core">Core</option><option value="active">Active</option></select></label>'
         f'<label>Category <select id="f-category"><option value="">Any</option>{categories}'
@@ -73,7 +74,7 @@ def panel_page(view: PanelView, csrf: str) -> str:
         '<label class="check"><input type="checkbox" id="f-pinned"> Pinned</label>'
         '<label class="check"><input type="checkbox" id="f-unsure"> Unsure</label>'
         '<label class="check"><input type="checkbox" id="f-faded"> Faded</label>'
-        "</section>"
+        "</div></details></section>"
         '<div class="bulk"><button type="button" id="bulk-forget" disabled>'
         'Forget selected (<span id="bulk-count">0</span>)</button></div>'
         f'<div id="content">{content(view)}</div>'
@@ -147,18 +148,19 @@ def card(c: Card) -> str:
             f'<details class="history"><summary>Earlier versions ({len(c.versions)})</summary>'
             f"<ol>{items}</ol></details>"
         )
+    label = _e(c.label)
+    about = f'aria-describedby="text-{label}"'
     pin = "unpin" if c.pinned else "pin"
     actions = [
-        '<button type="button" data-act="edit">Edit</button>',
-        f'<button type="button" data-act="{pin}">{"Unpin" if c.pinned else "Pin"}</button>',
-        '<button type="button" data-act="forget">Forget</button>',
+        f'<button type="button" data-act="edit" {about}>Edit</button>',
+        f'<button type="button" data-act="{pin}" {about}>{"Unpin" if c.pinned else "Pin"}</button>',
+        f'<button type="button" data-act="forget" {about}>Forget</button>',
     ]
     if c.unsure:
         actions += [
-            '<button type="button" data-act="confirm">Yes, that\'s right</button>',
-            '<button type="button" data-act="reject">No, forget it</button>',
+            f'<button type="button" data-act="confirm" {about}>Yes, that\'s right</button>',
+            f'<button type="button" data-act="reject" {about}>No, forget it</button>',
         ]
-    label = _e(c.label)
     return (
         f'<article class="card{" pinned" if c.pinned else ""}" id="card-{label}" '
         f'data-id="{c.short_id}" data-tier="{_e(c.tier)}" data-category="{_e(c.category)}" '

@@ -179,7 +179,7 @@ def build_view(
 
 def _group(key: tuple[int, int], cards: list[Card]) -> Group:
     if key == (0, 0):
-        return Group("pinned", "📌 Pinned", tuple(cards))
+        return Group("pinned", "Pinned", tuple(cards))
     tier = "core" if key[0] == 1 else "active"
     category = CATEGORY_ORDER[key[1]]
     title = f"{TIER_TITLES[tier]} · {CATEGORY_TITLES[category]}"
