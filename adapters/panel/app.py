@@ -104,9 +104,13 @@ async def _signed_in(request: web.Request) -> tuple[Person, str] | None:
 async def _start_session(request: web.Request, response: web.StreamResponse, user_id: int) -> None:
     links = request.app[_LINKS]
     cookie, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(24)
-    expires = links.clock.now() + links.settings.session_ttl
+    now = links.clock.now()
     await links.access.open_session(
-        user_id=user_id, digest=digest_of(cookie), csrf=csrf, expires_at=expires
+        user_id=user_id,
+        digest=digest_of(cookie),
+        csrf=csrf,
+        expires_at=now + links.settings.session_ttl,
+        now=now,
     )
     response.set_cookie(
         COOKIE,
@@ -161,6 +165,9 @@ async def telegram_session(request: web.Request) -> web.StreamResponse:
     user_id = await links.access.person_of("telegram", sign_in.telegram_user_id)
     if user_id is None:
         return _error(403, "I don't know you yet — say hi to me in Telegram first.")
+    signed = await _signed_in(request)
+    if signed is not None and signed[0].id == user_id:  # the Mini App reloaded
+        return web.json_response({"ok": True})
     fresh = await links.access.use_once(
         user_id=user_id,
         digest=sign_in.digest,

@@ -61,6 +61,13 @@ async def _live(deps: CommandDeps, person: Person, short_id: int) -> MemoryItem 
     return item if item is not None and item.live else None
 
 
+async def _shown(deps: CommandDeps, person: Person, short_id: int) -> MemoryItem | None:
+    """A memory the panel shows (current, live or faded), by short id."""
+    item = await deps.memories.get(person.id, short_id)
+    current = item is not None and item.valid_until is None and item.status != "forgotten"
+    return item if current else None
+
+
 async def edit_text(deps: CommandDeps, person: Person, short_id: int, text: str) -> Outcome:
     """Correct a memory in the person's words (supersede, history kept), as `/edit`."""
     text = " ".join(text.split())
@@ -89,7 +96,7 @@ async def set_pin(deps: CommandDeps, person: Person, short_id: int, pinned: bool
 async def forget(deps: CommandDeps, person: Person, short_ids: Sequence[int]) -> Outcome:
     """Forget one or several memories, as `/forget` (the words they came from go too);
     the outcome carries the events that bring them back."""
-    items = [item for s in short_ids if (item := await _live(deps, person, s))]
+    items = [item for s in short_ids if (item := await _shown(deps, person, s))]
     if not items:
         return _missing()
     for item in items:

@@ -88,10 +88,11 @@ class SqlPanelAccess:
         return int(found) if found is not None else None
 
     async def open_session(
-        self, *, user_id: int, digest: str, csrf: str, expires_at: datetime
+        self, *, user_id: int, digest: str, csrf: str, expires_at: datetime, now: datetime
     ) -> None:
-        """Start a panel session for `user_id`."""
+        """Start a panel session for `user_id` (and sweep long-expired sign-ins)."""
         async with self._sessions.begin() as db:
+            await _sweep(db, now)
             db.add(PanelSession(digest=digest, user_id=user_id, csrf=csrf, expires_at=expires_at))
 
     async def session(self, *, digest: str, now: datetime) -> PanelGrant | None:

@@ -83,7 +83,9 @@ async def seed_everything(core: Core, clock: FakeClock, user: str) -> int:
     await panel.issue_link(
         user_id=user_id, digest=f"link-{user}", expires_at=later, now=clock.now()
     )
-    await panel.open_session(user_id=user_id, digest=f"session-{user}", csrf="c", expires_at=later)
+    await panel.open_session(
+        user_id=user_id, digest=f"session-{user}", csrf="c", expires_at=later, now=clock.now()
+    )
     return user_id
 
 

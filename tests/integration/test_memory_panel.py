@@ -249,9 +249,10 @@ async def test_telegram_init_data_signs_in_once_while_fresh(
 
     assert await sign_in(data) == 200
     assert "runs on Sundays" in (await page(client))[1]
+    assert await sign_in(data) == 200  # the Mini App reloaded: its session goes on
 
     other = browser()
-    assert await sign_in(data, other) == 403  # replayed
+    assert await sign_in(data, other) == 403  # replayed elsewhere
     forged = data.replace("4242", "4243")
     assert await sign_in(forged, other) == 403
     wrong_bot = init_data(4242, auth_date=clock.now(), bot_token="1:other-bot")
@@ -305,6 +306,22 @@ async def test_without_a_public_url_memory_works_as_before(
             assert not (await session.scalars(select(PanelLink))).all()
     finally:
         await plain.aclose()
+
+
+async def test_used_and_expired_sign_ins_and_sessions_are_swept(
+    core: Core,
+    clock: FakeClock,
+    browser: Callable[[], Client],
+    db: async_sessionmaker[AsyncSession],
+) -> None:
+    await signed_in(core, browser)
+    clock.advance(days=2)
+    await signed_in(core, browser)
+    async with db() as session:
+        links = (await session.scalars(select(PanelLink))).all()
+        sessions = (await session.scalars(select(PanelSession))).all()
+    assert [link.expires_at for link in links] == [clock.now() + timedelta(minutes=10)]
+    assert [s.expires_at for s in sessions] == [clock.now() + timedelta(minutes=60)]
 
 
 # ---- authorisation on every request ---------------------------------------------
@@ -535,6 +552,10 @@ async def test_forget_and_undo_and_bulk_forget(
     assert live(await rows(core)) == {1: "alice keeps bees"}
     prompt = await next_prompt(core, scripted_llm)
     assert "keeps bees" in prompt and "figs" not in prompt and "kayak" not in prompt
+    async with core.sessions.begin() as db:  # a faded memory can be forgotten too
+        await db.execute(update(Memory).where(Memory.short_id == 1).values(status="dead"))
+    _, faded = await api(client, "forget", {"ids": [1]}, csrf)
+    assert faded["ok"] and (await rows(core))[0].status == "forgotten"
 
 
 async def test_pin_within_the_limit_and_unpin(core: Core, browser: Callable[[], Client]) -> None:
