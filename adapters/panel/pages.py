@@ -95,7 +95,7 @@ def panel_page(view: PanelView, csrf: str) -> str:
 def content(view: PanelView) -> str:
     """The part that is re-fetched after every change."""
     summary = (
-        f'<p class="summary" id="summary">{view.count} memories · '
+        f'<p class="summary" id="summary" tabindex="-1">{view.count} memories · '
         f"{view.pinned} of {view.pin_limit} pinned</p>"
     )
     if not view.groups:

@@ -63,6 +63,12 @@ DARK = {
 }
 PHONE = {"width": 390, "height": 844}
 TEXT_OF = "document.querySelector('#card-m{} .text').textContent"
+UNNAMED_CONTROLS = """
+Array.from(document.querySelectorAll('button, input, select, textarea, a[href]'))
+  .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+    && !(el.textContent || '').trim() && el.type !== 'hidden')
+  .map((el) => el.outerHTML)
+"""
 
 
 def chromium() -> str:
@@ -301,6 +307,21 @@ async def test_a_signed_link_opens_the_panel_and_every_change_reaches_the_next_p
     await expect(cards.first).to_contain_text("sister is called Ana")
     await page.locator("#f-pinned").uncheck()
     await expect(cards).to_have_count(5)
+
+    # By keyboard: confirm the unsure interview; every control has a name.
+    await page.locator("#card-m5 [data-act=confirm]").focus()
+    await page.keyboard.press("Enter")
+    await expect(toast).to_contain_text("I'm sure of")
+    async with core.sessions() as db:
+        interview = await db.scalar(
+            select(Memory).where(Memory.user_id == user_id, Memory.short_id == 5)
+        )
+    assert interview is not None and not interview.unsure
+    assert interview.confidence == pytest.approx(0.7) and interview.mention_count == 2
+    await expect(page.locator("#card-m5 [data-act=confirm]")).to_have_count(0)
+    await expect(page.locator("#card-m5 [data-act=edit]")).to_be_focused()
+    unnamed = await page.evaluate(UNNAMED_CONTROLS)
+    assert unnamed == []
     await context.close()
 
 

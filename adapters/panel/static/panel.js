@@ -87,13 +87,27 @@
     }).then((r) => r.json().catch(() => ({ ok: false, message: "Something went wrong." })));
   }
 
+  function focusAfter(cardId, action) {
+    // Keyboard and screen reader users keep their place: the same button on the same
+    // card when it is still there, else the list's summary.
+    const card = cardId && document.querySelector('.card[data-id="' + cardId + '"]');
+    const target = (card && (card.querySelector('[data-act="' + action + '"]') ||
+      card.querySelector(".actions [data-act]"))) || document.getElementById("summary");
+    if (target) target.focus();
+  }
+
   function refresh() {
+    const active = document.activeElement;
+    const card = active && active.closest ? active.closest(".card") : null;
+    const cardId = card ? card.dataset.id : "";
+    const action = active && active.dataset ? active.dataset.act : "";
     return fetch("content", { credentials: "same-origin" }).then((r) => {
       if (!r.ok) { location.reload(); return; }
       return r.text().then((html) => {
         document.getElementById("content").innerHTML = html;  // rendered and escaped by the server
         filter();
         updateBulk();
+        if (cardId || document.activeElement === document.body) focusAfter(cardId, action);
       });
     });
   }
