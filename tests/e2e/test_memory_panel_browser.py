@@ -2,7 +2,8 @@
 Playwright): opened through a valid Telegram initData and through a signed link; edit,
 forget and undo, bulk forget, clear everything and undo within the countdown, filter.
 Each step is checked in the database and in the next prompt the fake model receives.
-The screenshots in docs/ (Telegram light and dark, desktop) are taken here.
+The screenshots in docs/ (Telegram light and dark, desktop) are taken here
+(`COMPANION_PANEL_SCREENSHOTS=1 pytest tests/e2e/test_memory_panel_browser.py`).
 
 With `CI` set a missing browser fails the run; it is never skipped there."""
 
@@ -34,6 +35,15 @@ from tests.fakes.chat_llm import ScriptedLLM
 from tests.support.panel import BOT_TOKEN, PANEL_SECRET, init_data, link_in
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def shot(name: str, tmp_path: Path) -> str:
+    """Where a screenshot goes: docs/ when COMPANION_PANEL_SCREENSHOTS=1 (to refresh the
+    README's), else the test's own folder (so a test run leaves the tree clean)."""
+    folder = DOCS if os.environ.get("COMPANION_PANEL_SCREENSHOTS") == "1" else tmp_path
+    return str(folder / f"memory-panel-{name}.png")
+
+
 FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -218,7 +228,7 @@ async def open_in_telegram(page: Page, public: str, data: str, theme: dict[str, 
 
 
 async def test_telegram_opens_with_its_theme_light_and_dark(
-    served: tuple[Core, str], browser: Browser, clock: FakeClock
+    served: tuple[Core, str], browser: Browser, clock: FakeClock, tmp_path: Path
 ) -> None:
     core, public = served
     await seed(core, "telegram", "4242")
@@ -235,13 +245,13 @@ async def test_telegram_opens_with_its_theme_light_and_dark(
         assert background == expected
         hostile = await page.evaluate(TEXT_OF.format(6))
         assert hostile == '<script>alert("x")</script> is their band name'
-        await page.screenshot(path=str(DOCS / f"memory-panel-telegram-{name}.png"))
+        await page.screenshot(path=shot(f"telegram-{name}", tmp_path))
         await context.close()
     assert alerts == []  # the hostile memory text never ran
 
 
 async def test_a_signed_link_opens_the_panel_and_every_change_reaches_the_next_prompt(
-    served: tuple[Core, str], browser: Browser, scripted_llm: ScriptedLLM
+    served: tuple[Core, str], browser: Browser, scripted_llm: ScriptedLLM, tmp_path: Path
 ) -> None:
     core, public = served
     user_id = await seed(core, "console", "alice")
@@ -255,7 +265,7 @@ async def test_a_signed_link_opens_the_panel_and_every_change_reaches_the_next_p
     await page.wait_for_url(f"{public}/memory-panel/")  # the token is gone from the address
     await expect(page.locator("#card-m1")).to_be_visible()
     await page.locator(".more summary").click()  # the filters, open
-    await page.screenshot(path=str(DOCS / "memory-panel-desktop.png"), full_page=True)
+    await page.screenshot(path=shot("desktop", tmp_path), full_page=True)
     toast = page.locator("#toast-text")
 
     # Edit m3 inline.
