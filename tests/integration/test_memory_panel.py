@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import structlog.testing
 from aiohttp.test_utils import TestServer
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -27,6 +29,7 @@ from bot.bootstrap import Core, build_core
 from bot.config import Settings
 from bot.domain import IncomingMessage
 from bot.panel.auth import LinkSigner
+from bot.panel.links import panel_links
 from memory.store.diary import save_entry
 from memory.store.items import Candidate
 from memory.store.tables import Memory, PanelLink, PanelSession
@@ -637,3 +640,87 @@ async def test_forget_all_erases_panel_sign_ins_and_sessions(
     async with db() as session:
         assert not (await session.scalars(select(PanelLink))).all()
         assert not (await session.scalars(select(PanelSession))).all()
+
+
+# ---- several processes, HTTPS, logs ----------------------------------------------
+
+
+def second_process(core: Core, public_url: str = PUBLIC) -> TestServer:
+    """The panel as another process serving the same database would: its own
+    repositories and signer, the same settings and secret."""
+    deps = core.commands
+    assert deps is not None and deps.panel is not None
+    settings = core.settings.model_copy(update={"public_url": public_url})
+    links = panel_links(settings, core.sessions, core.clock)
+    assert links is not None
+    return TestServer(
+        build_app(core.engine, core.health, build_panel(replace(deps, panel=links), links))
+    )
+
+
+async def test_a_link_is_good_in_any_process_but_only_once(
+    core: Core, browser: Callable[[], Client]
+) -> None:
+    await remember(core, "alice keeps bees")
+    other = second_process(core)
+    await other.start_server()
+    try:
+        token = await link_for(core)  # issued by this process
+        async with aiohttp.ClientSession(
+            base_url=str(other.make_url("/")), cookie_jar=aiohttp.CookieJar(unsafe=True)
+        ) as there:
+            assert await open_link(there, token) == 303
+            assert "keeps bees" in (await page(there))[1]
+        assert await open_link(browser(), token) == 403  # replayed in the first process
+    finally:
+        await other.close()
+
+
+async def test_over_https_the_cookie_is_secure(core: Core) -> None:
+    token = await link_for(core)
+    secure = second_process(core, "https://panel.test")
+    await secure.start_server()
+    try:
+        async with (
+            aiohttp.ClientSession(base_url=str(secure.make_url("/"))) as client,
+            client.post(
+                f"{BASE}open",
+                data={"t": token},
+                headers={"Origin": "https://panel.test"},
+                allow_redirects=False,
+            ) as response,
+        ):
+            assert response.status == 303
+            cookie = response.headers["Set-Cookie"]
+        assert "Secure" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert "Path=/" in cookie
+    finally:
+        await secure.close()
+
+
+async def test_nothing_personal_or_secret_is_logged(
+    core: Core, browser: Callable[[], Client], clock: FakeClock
+) -> None:
+    await remember(core, "alice keeps bees")
+    await core.store.ensure_person(
+        platform="telegram", platform_user_id="4242", chat_id="4242", display_name="Ann"
+    )
+    with structlog.testing.capture_logs() as logs:
+        token = await link_for(core)
+        client = browser()
+        assert await open_link(client, token) == 303
+        csrf = await csrf_of(client)
+        await api(client, "edit", {"ids": [1], "text": "alice keeps wild bees"}, csrf)
+        await api(client, "forget", {"ids": [2]}, csrf)
+        await open_link(browser(), token)  # refused
+        data = init_data(4242, auth_date=clock.now())
+        async with browser().post(
+            f"{BASE}session/telegram", json={"init_data": data}, headers=ORIGIN
+        ) as response:
+            assert response.status == 200
+    text = json.dumps(logs, default=str)
+    assert {"panel.opened", "panel.sign_in_refused", "panel.forgotten"} <= {
+        entry["event"] for entry in logs
+    }
+    for secret in (token, csrf, "bees", data, BOT_TOKEN, PANEL_SECRET):
+        assert secret not in text
