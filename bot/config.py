@@ -120,6 +120,13 @@ class Settings(BaseSettings):
     panel_telegram_max_age_seconds: int = Field(600, ge=30, le=86400)
     """How fresh Telegram's `auth_date` must be for the Mini App to sign someone in."""
 
+    @field_validator("panel_secret")
+    @classmethod
+    def _panel_secret_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and 0 < len(value.get_secret_value()) < 16:
+            raise ValueError("needs at least 16 characters (or leave it unset)")
+        return value
+
     @field_validator("public_url")
     @classmethod
     def _public_url_is_http(cls, value: str | None) -> str | None:

@@ -34,7 +34,7 @@ log = structlog.get_logger(__name__)
 
 STATIC = Path(__file__).parent / "static"
 COOKIE = "companion_panel"
-MAX_BODY = 16_384
+MAX_BODY = 131_072  # room for undoing a whole "clear everything"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; base-uri 'none'; "

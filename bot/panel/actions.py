@@ -133,11 +133,11 @@ async def confirm(deps: CommandDeps, person: Person, short_id: int) -> Outcome:
 
 
 async def clear_all(deps: CommandDeps, person: Person) -> Outcome:
-    """Forget every current memory (each into the trash, undoable together)."""
-    items = await deps.memories.live(person.id, limit=MAX_CLEAR)
-    if not items:
+    """Forget every memory the panel shows (each into the trash, undoable together)."""
+    snapshot = await panel_snapshot(deps.sessions, person.id)  # live and faded
+    if not snapshot.items:
         return Outcome(False, "There's nothing to clear.")
-    return await forget(deps, person, [item.short_id for item in items])
+    return await forget(deps, person, [item.short_id for item in snapshot.items[:MAX_CLEAR]])
 
 
 async def export(deps: CommandDeps, person: Person) -> Document:

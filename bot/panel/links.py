@@ -100,7 +100,7 @@ def panel_links(settings: Settings, sessions: Database, clock: Clock) -> PanelLi
     )
     return PanelLinks(
         panel,
-        signer=LinkSigner(secret.ljust(16, b"\0")),
+        signer=LinkSigner(secret),
         access=SqlPanelAccess(sessions),
         clock=clock,
     )

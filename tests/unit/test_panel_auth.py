@@ -8,7 +8,10 @@ from urllib.parse import parse_qsl, urlencode
 
 import pytest
 
+from bot.config import Settings, load_settings
+from bot.errors import ConfigurationError
 from bot.panel.auth import LinkSigner, check_init_data, digest_of
+from bot.panel.links import PanelSettings, panel_links
 from tests.support.panel import BOT_TOKEN, init_data
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -107,3 +110,26 @@ def test_forged_link_tokens_are_refused() -> None:
 def test_a_short_secret_is_refused() -> None:
     with pytest.raises(ValueError, match="16 bytes"):
         LinkSigner(b"short")
+
+
+def test_panel_settings_are_checked_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COMPANION_PUBLIC_URL", "companion.example")
+    with pytest.raises(ConfigurationError, match=r"COMPANION_PUBLIC_URL: .*https://"):
+        load_settings()
+    monkeypatch.setenv("COMPANION_PUBLIC_URL", "https://companion.example")
+    monkeypatch.setenv("COMPANION_PANEL_SECRET", "short")
+    with pytest.raises(ConfigurationError, match=r"COMPANION_PANEL_SECRET: .*16 characters"):
+        load_settings()
+    monkeypatch.setenv("COMPANION_PANEL_SECRET", "")
+    monkeypatch.setenv("COMPANION_PUBLIC_URL", "")
+    assert load_settings().public_url is None  # an empty setting leaves the panel off
+
+
+def test_the_panel_is_off_without_a_public_url_and_links_are_https_aware() -> None:
+    settings = Settings(public_url=None)
+    assert panel_links(settings, None, None) is None  # type: ignore[arg-type]
+    on = Settings(public_url="https://companion.example/base/", panel_secret="x" * 16)
+    links = panel_links(on, None, None)  # type: ignore[arg-type]
+    assert links is not None and links.settings.secure
+    assert links.settings.base == "https://companion.example/base/memory-panel/"
+    assert not PanelSettings("http://127.0.0.1:8080").secure
