@@ -60,8 +60,9 @@ def panel_page(view: PanelView, csrf: str) -> str:
     )
     sources = "".join(f'<option value="{_e(k)}">{_e(v)}</option>' for k, v in SOURCE_WORDS.items())
     body = (
-        '<header class="top"><h1>What I remember</h1>'
-        '<a class="button" href="export" download>Export</a></header>'
+        '<header class="top"><h1>What I remember</h1><div class="row">'
+        '<a class="button" href="export" download>Export</a>'
+        '<button type="button" id="sign-out">Sign out</button></div></header>'
         '<section class="filters" aria-label="Search and filters">'
         '<label class="search">Search <input type="search" id="q" autocomplete="off"></label>'
         '<details class="more"><summary>Filters</summary><div class="more-grid">'

@@ -366,4 +366,7 @@ async def test_clear_everything_and_undo_within_the_countdown(
     await expect(page.locator(".card")).to_have_count(7)
     prompt = await next_prompt(core, scripted_llm, "console", "alice")
     assert "sister is called Ana" in prompt
+
+    await page.locator("#sign-out").click()
+    await expect(page.locator("h1")).to_have_text("You're not signed in")
     await context.close()

@@ -195,6 +195,10 @@
       clearButton.disabled = true;
       act("clear", {}, 10);
     });
+    document.getElementById("sign-out").addEventListener("click", () => {
+      fetch("sign-out", { method: "POST", credentials: "same-origin" })
+        .finally(() => location.replace("./"));
+    });
     document.getElementById("toast-undo").addEventListener("click", () => {
       const events = undoEvents;
       clearInterval(toastTimer);
