@@ -145,7 +145,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> None:
                 else _proactive(core, stop, platforms)
             )
             tasks.create_task(_then_set(jobs, jobs_done))
-            if settings.ops_http_enabled:
+            if settings.ops_http_enabled or settings.public_url:
                 from adapters.ops_http import serve_ops
 
                 tasks.create_task(serve_ops(core, stop))

@@ -1,5 +1,6 @@
 """The operations endpoint: `/healthz` (database, adapters, scheduler) and `/metrics`
-(Prometheus text format) over aiohttp. Off by default; bound to localhost by default."""
+(Prometheus text format) over aiohttp. Off by default; bound to localhost by default.
+With a public URL it also serves the memory panel under `/memory-panel/` (and runs)."""
 
 from __future__ import annotations
 
@@ -33,21 +34,33 @@ async def metrics_text(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
 
-def build_app(engine: Engine, health: Health) -> web.Application:
-    """The aiohttp application with both routes."""
+def build_app(
+    engine: Engine, health: Health, panel: web.Application | None = None
+) -> web.Application:
+    """The aiohttp application with both routes (and the memory panel when it is on)."""
     app = web.Application()
     app[_ENGINE] = engine
     app[_HEALTH] = health
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics_text)
+    if panel is not None:
+        app.add_subapp("/memory-panel/", panel)
     return app
 
 
 class OpsServer:
     """The endpoint's lifecycle: `start` listens, `port` is the bound port, `stop` closes."""
 
-    def __init__(self, engine: Engine, health: Health, *, host: str, port: int) -> None:
-        self._app = build_app(engine, health)
+    def __init__(
+        self,
+        engine: Engine,
+        health: Health,
+        *,
+        host: str,
+        port: int,
+        panel: web.Application | None = None,
+    ) -> None:
+        self._app = build_app(engine, health, panel)
         self._host = host
         self._port = port
         self._runner: web.AppRunner | None = None
@@ -85,11 +98,26 @@ class OpsServer:
             log.info("ops_http.stopped")
 
 
+def panel_app(core: Core) -> web.Application | None:
+    """The memory panel's routes when a public URL turns it on, else None."""
+    deps = core.commands
+    if deps is None or deps.panel is None:
+        return None
+    from adapters.panel.app import build_panel
+
+    token = core.settings.telegram_bot_token
+    return build_panel(deps, deps.panel, bot_token=token.get_secret_value() if token else "")
+
+
 async def serve_ops(core: Core, stop: asyncio.Event) -> None:
     """Serve the endpoint from the core's settings until `stop` is set (the CLI's task)."""
     settings = core.settings
     server = OpsServer(
-        core.engine, core.health, host=settings.ops_http_host, port=settings.ops_http_port
+        core.engine,
+        core.health,
+        host=settings.ops_http_host,
+        port=settings.ops_http_port,
+        panel=panel_app(core),
     )
     await server.start()
     try:

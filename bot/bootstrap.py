@@ -31,6 +31,7 @@ from bot.llm_tools import LLMToolCaller
 from bot.memory_gateway import MemoryServices, MemorySettings
 from bot.notice_window import NoticeWindow
 from bot.outbound import Outbound
+from bot.panel.links import panel_links
 from bot.prompting import load_persona
 from bot.timezone_onboarding import TimezoneOnboarding
 from bot.turns import SharedTurnLocks
@@ -79,6 +80,8 @@ class Core:
     health: Health = field(default_factory=Health)
     coordination: SqlCoordination | None = None
     """Per-person coordination across processes (bursts, rate limits; turns already)."""
+    commands: CommandDeps | None = None
+    """What the commands use; the memory panel calls the same use cases with it."""
 
     async def aclose(self) -> None:
         """Finish background work, close clients and the database."""
@@ -243,6 +246,7 @@ async def build_core(
         tool_caller=tool_caller,
         pin_limit=settings.pin_limit,
         imports=import_config(settings),
+        panel=panel_links(settings, sessions, clock),
     )
     memory = MemoryServices(
         sessions=sessions,
@@ -297,6 +301,7 @@ async def build_core(
         ),
         embedded=embedded,
         coordination=coordination,
+        commands=commands,
     )
     for client in (model, embedder):
         closer = getattr(client, "aclose", None)

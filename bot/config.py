@@ -125,6 +125,33 @@ class Settings(BaseSettings):
     ops_http_host: str = "127.0.0.1"
     ops_http_port: int = Field(9464, ge=0, le=65535)
 
+    # Memory panel (off without a public URL)
+    public_url: str | None = None
+    """Where people reach this companion's web server (the memory panel is at
+    `<public_url>/memory-panel/`); unset, the panel is off."""
+    panel_secret: SecretStr | None = None
+    """Signs the panel's one-time links; set it when several processes serve the panel."""
+    panel_link_minutes: int = Field(10, ge=1, le=60)
+    panel_session_minutes: int = Field(60, ge=5, le=24 * 60)
+    panel_telegram_max_age_seconds: int = Field(600, ge=30, le=86400)
+    """How fresh Telegram's `auth_date` must be for the Mini App to sign someone in."""
+
+    @field_validator("panel_secret")
+    @classmethod
+    def _panel_secret_is_long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and 0 < len(value.get_secret_value()) < 16:
+            raise ValueError("needs at least 16 characters (or leave it unset)")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_http(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            return None
+        if value is not None and not value.lower().startswith(("https://", "http://")):
+            raise ValueError("must start with https:// (or http:// for local testing)")
+        return value
+
     @field_validator("discord_shard_count", mode="before")
     @classmethod
     def _auto_in_any_case(cls, value: object) -> object:

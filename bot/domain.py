@@ -44,6 +44,10 @@ class Button:
 
     label: str
     action: str
+    url: str | None = None
+    """A button that opens this address instead of sending `action` back."""
+    web_app: bool = False
+    """With `url`: open it as a Telegram Mini App (private chats only)."""
 
 
 @dataclass(frozen=True, slots=True)

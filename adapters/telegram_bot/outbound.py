@@ -16,6 +16,7 @@ from telegram import (
     InputFile,
     Message,
     ReplyParameters,
+    WebAppInfo,
 )
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, TimedOut
@@ -90,6 +91,9 @@ def keyboard(rows: tuple[tuple[Button, ...], ...]) -> InlineKeyboardMarkup | Non
     for row in rows:
         buttons = []
         for button in row:
+            if button.url is not None:
+                buttons.append(_link_button(button))
+                continue
             size = len(button.action.encode())
             if not 1 <= size <= MAX_CALLBACK_DATA or not button.label.strip():
                 log.warning("telegram.button_dropped", action_bytes=size)
@@ -98,6 +102,13 @@ def keyboard(rows: tuple[tuple[Button, ...], ...]) -> InlineKeyboardMarkup | Non
         if buttons:
             markup.append(buttons)
     return InlineKeyboardMarkup(markup) if markup else None
+
+
+def _link_button(button: Button) -> InlineKeyboardButton:
+    """A button opening an address: as a Mini App (the memory panel) or a plain link."""
+    if button.web_app:
+        return InlineKeyboardButton(button.label, web_app=WebAppInfo(button.url or ""))
+    return InlineKeyboardButton(button.label, url=button.url)
 
 
 def is_parse_error(exc: BadRequest) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.domain import Button, ButtonPress, IncomingMessage
 from bot.imports import ImportConfig
+from bot.panel.links import PanelLinks
 from memory.care.provenance import record_command
 from memory.care.repository import SqlMemoryRepository
 from memory.store.actions import Action, SqlActionStore
@@ -34,6 +35,7 @@ class CommandDeps:
     pin_limit: int = 20
     page_size: int = 10
     imports: ImportConfig = field(default_factory=ImportConfig)
+    panel: PanelLinks | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,7 @@ class CommandSource:
     platform: str
     chat_id: str | None
     text: str
+    is_private: bool = True
 
 
 async def record_source(deps: CommandDeps, person: Person, source: CommandSource) -> int:

@@ -4,6 +4,7 @@ pin each item and one to pick an item to edit; `/memory trash` to restore what w
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -11,11 +12,13 @@ from bot.commands.base import (
     MAX_SEARCH,
     ButtonSpec,
     CommandDeps,
+    CommandSource,
     is_number,
     make_buttons,
     parse_label,
 )
-from bot.domain import Reply
+from bot.domain import Button, Reply
+from bot.panel.links import BUTTON_LABEL
 from memory.local_time import zone_of
 from memory.store.items import MemoryItem
 from memory.store.records import Person
@@ -189,3 +192,22 @@ async def memory_command(deps: CommandDeps, person: Person, args: str) -> Reply:
             return Reply(f"I have no memory {word}. /memory lists them all.", private=True)
         return Reply(describe(item, zone_of(person.timezone), deps.clock.now()), private=True)
     return await search_view(deps, person, args.strip())
+
+
+async def memory_with_panel(
+    deps: CommandDeps, person: Person, args: str, source: CommandSource
+) -> Reply:
+    """`/memory …` with, when the panel is on and the chat is private, the way into it:
+    a Web App button on Telegram, a one-time link elsewhere."""
+    reply = await memory_command(deps, person, args)
+    if deps.panel is None:
+        return reply
+    entry = await deps.panel.entry(person, platform=source.platform, private=source.is_private)
+    if entry is None:
+        return reply
+    if entry.web_app:
+        button = Button(BUTTON_LABEL, "", url=entry.url, web_app=True)
+        return replace(reply, buttons=((button,), *reply.buttons))
+    minutes = int(deps.panel.settings.link_ttl.total_seconds() // 60)
+    link = f"{BUTTON_LABEL}: {entry.url}\n(works once, for {minutes} minutes)"
+    return replace(reply, text=f"{reply.text}\n\n{link}")

@@ -36,7 +36,6 @@ async def _forget_or_all(deps: CommandDeps, person: Person, args: str) -> Reply:
 
 COMMANDS: dict[str, Command] = {
     "help": lambda d, p, a: _static(account.HELP),
-    "memory": memory_view.memory_command,
     "forget": _forget_or_all,
     "pin": lambda d, p, a: editing.target_command(d, p, a, "pin"),
     "unpin": lambda d, p, a: editing.target_command(d, p, a, "unpin"),
@@ -54,6 +53,7 @@ COMMANDS: dict[str, Command] = {
 
 
 SOURCED: dict[str, SourcedCommand] = {
+    "memory": memory_view.memory_with_panel,
     "remember": editing.remember,
     "edit": edit.edit_command,
 }
@@ -140,7 +140,9 @@ def _command_handler(
         person = await person_of(deps, incoming)
         if name != "cancel":  # any other command ends a wait for an edit's new text
             await edit.stop_waiting(deps, person)
-        source = CommandSource(incoming.platform, incoming.chat_id, clean_text(incoming.text))
+        source = CommandSource(
+            incoming.platform, incoming.chat_id, clean_text(incoming.text), incoming.is_private
+        )
         return await command(deps, person, args, source)
 
     return handle

@@ -13,7 +13,9 @@ from memory.care.erasure import person_tables
 from memory.store.statuses import COMMAND, HIDDEN
 from memory.store.tables import Base, Identity, User
 
-INTERNAL_TABLES = frozenset({"button_actions", "link_codes", "link_attempts"})
+INTERNAL_TABLES = frozenset(
+    {"button_actions", "link_codes", "link_attempts", "panel_links", "panel_sessions"}
+)
 INTERNAL_COLUMNS = frozenset({"embedding", "tsv", "content_hash", "user_id"})
 IDENTITY_COLUMNS = ("platform", "platform_user_id", "reachable", "created_at")
 

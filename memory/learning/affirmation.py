@@ -39,7 +39,7 @@ from memory.store.tables import User
 log = structlog.get_logger(__name__)
 
 CONFIDENCE_STEP = 0.15
-Via = Literal["restated", "button", "tool"]
+Via = Literal["restated", "button", "tool", "panel"]
 
 
 @dataclass(frozen=True, slots=True)

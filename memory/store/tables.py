@@ -652,3 +652,38 @@ class RateBucket(Base):
     tokens: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     allowed: Mapped[bool] = mapped_column(Boolean)
+
+
+class PanelLink(Base):
+    """A one-time sign-in to the memory panel (a signed link, or a Telegram sign-in
+    already used), by the SHA-256 of what was presented: used once, in any process."""
+
+    __tablename__ = "panel_links"
+    __table_args__ = (
+        CheckConstraint("kind IN ('link', 'telegram')", name="panel_links_kind"),
+        Index("ix_panel_links_user", "user_id"),
+        Index("ix_panel_links_expires", "expires_at"),
+    )
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(8))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
+class PanelSession(Base):
+    """A signed-in memory panel (by the SHA-256 of its cookie) and its CSRF token."""
+
+    __tablename__ = "panel_sessions"
+    __table_args__ = (
+        Index("ix_panel_sessions_user", "user_id"),
+        Index("ix_panel_sessions_expires", "expires_at"),
+    )
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    csrf: Mapped[str] = mapped_column(String(64))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())

@@ -695,7 +695,7 @@ class FakeTelegramAPI:
             raise ApiError(400, "Bad Request: message text is empty")
         if utf16_len(visible) > MAX_TEXT:
             raise ApiError(400, "Bad Request: message is too long")
-        markup = _check_markup(params.get("reply_markup"))
+        markup = _check_markup(params.get("reply_markup"), chat_id)
         sent = SentMessage(
             chat_id=chat_id,
             message_id=self._next_message_id(chat_id),
@@ -726,7 +726,7 @@ class FakeTelegramAPI:
             text=visible,
             raw=caption,
             parse_mode=params.get("parse_mode"),
-            reply_markup=_check_markup(params.get("reply_markup")),
+            reply_markup=_check_markup(params.get("reply_markup"), chat_id),
             document=upload,
             reply_to=self._reply_target(chat_id, params),
         )
@@ -760,7 +760,7 @@ class FakeTelegramAPI:
             raise ApiError(400, "Bad Request: MESSAGE_TOO_LONG")
         if sent.document is not None:
             raise ApiError(400, "Bad Request: there is no text in the message to edit")
-        markup = _check_markup(params.get("reply_markup"))
+        markup = _check_markup(params.get("reply_markup"), sent.chat_id)
         if visible == sent.text and markup == sent.reply_markup:
             raise ApiError(
                 400,
@@ -775,7 +775,7 @@ class FakeTelegramAPI:
 
     async def _api_editmessagereplymarkup(self, params: dict[str, Any]) -> dict[str, Any]:
         sent, message = self._editable(params)
-        markup = _check_markup(params.get("reply_markup"))
+        markup = _check_markup(params.get("reply_markup"), sent.chat_id)
         if markup == sent.reply_markup:
             raise ApiError(400, "Bad Request: message is not modified")
         sent.reply_markup = markup
@@ -922,7 +922,7 @@ def _decode_field(key: str, value: str) -> Any:
     return value
 
 
-def _check_markup(markup: Any) -> dict[str, Any] | None:
+def _check_markup(markup: Any, chat_id: int) -> dict[str, Any] | None:
     if not markup:
         return None
     for row in markup.get("inline_keyboard", []):
@@ -931,6 +931,14 @@ def _check_markup(markup: Any) -> dict[str, Any] | None:
                 raise ApiError(
                     400, "Bad Request: text buttons are unallowed in the inline keyboard"
                 )
+            kinds = [k for k in ("callback_data", "url", "web_app") if k in button]
+            if len(kinds) != 1:
+                raise ApiError(400, "Bad Request: can't parse inline keyboard button")
+            if "web_app" in button:  # Mini Apps: HTTPS only, and only in private chats
+                if chat_id < 0:
+                    raise ApiError(400, "Bad Request: BUTTON_TYPE_INVALID")
+                if not str(button["web_app"].get("url", "")).startswith("https://"):
+                    raise ApiError(400, "Bad Request: BUTTON_URL_INVALID")
             data = button.get("callback_data")
             if data is not None and not 1 <= len(data.encode()) <= 64:
                 raise ApiError(400, "Bad Request: BUTTON_DATA_INVALID")

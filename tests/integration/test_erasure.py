@@ -5,7 +5,7 @@ else's rows are untouched."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import date
+from datetime import date, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -14,6 +14,7 @@ from bot.bootstrap import Core
 from bot.commands.router import STALE_BUTTON
 from bot.domain import ButtonPress, IncomingMessage
 from memory.store.items import content_hash
+from memory.store.panel_access import SqlPanelAccess
 from memory.store.tables import DiaryEntry, HeldNotice, Memory, MemoryQuestion, Outreach, Thread
 from tests.conftest import FakeClock
 from tests.integration.test_linking import CODE
@@ -77,6 +78,14 @@ async def seed_everything(core: Core, clock: FakeClock, user: str) -> int:
                 created_at=clock.now(),
             )
         )
+    panel = SqlPanelAccess(core.sessions)  # the memory panel's sign-ins and sessions
+    later = clock.now() + timedelta(minutes=10)
+    await panel.issue_link(
+        user_id=user_id, digest=f"link-{user}", expires_at=later, now=clock.now()
+    )
+    await panel.open_session(
+        user_id=user_id, digest=f"session-{user}", csrf="c", expires_at=later, now=clock.now()
+    )
     return user_id
 
 
