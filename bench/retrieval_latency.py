@@ -10,7 +10,8 @@ default; `--embedder wordllama` for the previous one) of a few thousand distinct
 reused, each person's rows arriving in rounds (as
 nightly extraction would write them) so they are spread over the table; ANALYZE, and
 time both for random people and questions (the `context_*` figures; every turn is
-also assembled the previous way, embedding before ranking, for the `*_previous_*` ones). Then it adds
+also assembled the previous way, embedding before ranking, for the `*_previous_*`
+ones). Then it adds
 `--messages` past messages per person (default 1,000, in sessions of 20, months back),
 which recall also ranks, and times both again (the `*_history_*` figures).
 

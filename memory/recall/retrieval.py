@@ -987,6 +987,12 @@ def _joined(kind: Kind, words: _Half, vectors: _Half) -> list[Candidate]:
     return found
 
 
+def _settled(future: asyncio.Future[Any]) -> None:
+    """Take a given-up future's outcome, so it is not reported as never retrieved."""
+    if not future.cancelled():
+        future.exception()
+
+
 async def first_pass(
     sessions: async_sessionmaker[AsyncSession],
     query_vector: Awaitable[Sequence[float]],
@@ -1035,8 +1041,11 @@ async def first_pass(
     words = asyncio.gather(*(_half(sessions, half, dim=dim, params=params) for _, half, _ in kinds))
     try:
         vector, vector_halves = await by_vector()
-    finally:
-        word_halves = await words
+    except BaseException:
+        words.cancel()  # the turn is failing or being cancelled: no use waiting for words
+        words.add_done_callback(_settled)
+        raise
+    word_halves = await words
     found = [
         c
         for (kind, _, _), words, vectors in zip(kinds, word_halves, vector_halves, strict=True)

@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.recall import retrieval
+from memory.recall.embeddings import EmbeddingUnavailable
 from memory.recall.minilm import MiniLMEmbedder
 from memory.recall.retrieval import Candidate, candidates, first_pass, recall
 from memory.recall.when import time_window
@@ -210,3 +211,34 @@ async def test_recall_finds_the_same_either_way(
             ]
             assert ways[0] == ways[1], query
             assert ways[0] or query.startswith("'")
+
+
+class Failing:
+    """MiniLM's width, but every embedding fails with `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.dim = 384
+        self.name = "failing"
+
+    async def embed(self, texts: list[str]) -> Any:
+        await asyncio.sleep(0)
+        raise self.error
+
+
+async def test_without_a_vector_recall_still_ranks_by_words_and_a_crash_is_not_swallowed(
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
+) -> None:
+    alice, _ = await seeded(db, embedder, clock)
+    asked = "how did the presentation go?"
+
+    found = await recall(
+        db, Failing(EmbeddingUnavailable("503")), user_id=alice, query=asked, k=3, now=clock.now()
+    )
+    assert found and all("presentation" in r.content.lower() for r in found)
+
+    with pytest.raises(ValueError, match="broken"):
+        await asyncio.wait_for(
+            recall(db, Failing(ValueError("broken")), user_id=alice, query=asked, now=clock.now()),
+            timeout=10,
+        )
