@@ -496,7 +496,8 @@ _RANKS_COLUMNS = """,
 _RANKS_ROW = """
 UNION ALL
 SELECT 'ranks', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, array_agg(id), {r_1}, {r_2}, {r_3}, {r_cov}
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       array_agg(id), {r_1}, {r_2}, {r_3}, {r_cov}
 FROM {source}"""
 
 
