@@ -180,8 +180,9 @@ class MemoryServices:
         return MemoryContext(assembled.standing, assembled.this_turn)
 
     async def run_tool(self, person: Person, message_id: int, call: ToolCall) -> str:
-        """Carry out the model's `remember` call; the memory records the turn's messages
-        (`message_id` and the rest of its burst), so forgetting it hides those words."""
+        """Carry out the model's `remember` or `confirm_memory` call; the memory records
+        the turn's messages (`message_id` and the rest of its burst), so forgetting it
+        hides those words."""
         text = str(call.input.get("text", "")).strip()[:500]
         if call.name == CONFIRM_TOOL.name and text:
             return await self._confirm(person, message_id, text)
