@@ -2,13 +2,10 @@
 (the activation the life cycle counts, recorded by the same call the turn's recall uses),
 and a retired ('dead') memory it finds becomes recallable again.
 
-A found dead memory goes back to 'dying' (live: recalled and shown again); having just
-been recalled, the next patrol revives it to 'active' as it does every recalled dying
-memory, and its expiry no longer archives it until it goes unrecalled again. The change
-is recorded as a `revive` event (actor 'companion'), as the patrol records its own.
-
-This is the one place that rule lives: the life cycle's affirmation rule
-(`memory.care.affirmation`, where it exists) may take it over.
+A found dead memory goes back to 'dying': live, so recall finds it again, and its decay
+clock restarts as for any recalled memory; like every dying memory it stays out of the
+standing block until the person affirms it (`memory.learning.affirmation`). The change is
+recorded as a `revive` event (actor 'companion'), as the patrol records its own.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from memory.store.memory_events import record_event
 from memory.store.tables import Memory
 
 REVIVED_STATUS = "dying"
-"""Where a found dead memory goes: live again, and 'active' after the next patrol."""
+"""Where a found dead memory goes: live again, recall-only until affirmed."""
 
 
 async def revive_on_search(

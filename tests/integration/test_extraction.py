@@ -647,7 +647,8 @@ async def test_remember_explicit_classifies_with_the_model_and_never_loses_the_t
         clock=clock,
         timezone=CPH,
     )
-    assert offline == fallback  # the same thing twice is one memory
+    assert offline.id == fallback.id  # the same thing twice is one memory, affirmed
+    assert (offline.mention_count, offline.last_confirmed_at) == (2, clock.now())
     with pytest.raises(ValueError, match="nothing to remember"):
         await remember_explicit(
             user_id=alice, text="  ", memories=repo, llm=None, clock=clock, timezone=CPH
