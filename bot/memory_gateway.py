@@ -20,14 +20,14 @@ from memory.care.provenance import turn_message_ids
 from memory.care.repository import SqlMemoryRepository
 from memory.learning.extraction import due_sessions, extract_session, remember_explicit
 from memory.learning.session_summary import fold_running_summary
-from memory.recall.context import assemble_context
 from memory.recall.retrieval import mark_recalled
+from memory.recall.within import DEFAULT_DEADLINE, assemble_within
 from memory.store.conversations import SqlConversationStore
 from memory.store.database import Database
 from memory.store.errors import NotAboutThePerson
 from memory.store.items import ExtractionOutcome, MemoryItem, UpdateQuestion
 from memory.store.ports import Clock, Embedder, TextWriter, ToolCaller
-from memory.store.records import ConversationSession, Inbound, Person
+from memory.store.records import ConversationSession, Inbound, MemoryUse, Person
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +58,8 @@ class MemorySettings:
 
     budget_tokens: int = 1500
     extract_every_n: int = 8
+    recall_deadline: float = DEFAULT_DEADLINE
+    """Seconds a turn waits for its memory block before going on with what is at hand."""
 
 
 class Notices(Protocol):
@@ -121,10 +123,11 @@ class MemoryServices:
     async def context_for(
         self, person: Person, session: ConversationSession, query: str
     ) -> MemoryContext:
-        """The memory block for this turn, standing part and this turn's part; the recalls
-        it shows are counted afterwards."""
+        """The memory block for this turn, standing part and this turn's part, within the
+        recall deadline (a slow or failing recall degrades, never fails the turn: see
+        `memory.recall.within`); the recalls it shows are counted afterwards."""
         now = self._clock.now()
-        assembled = await assemble_context(
+        turn = await assemble_within(
             self._autocommit,
             self._embedder,
             user_id=person.id,
@@ -132,10 +135,14 @@ class MemoryServices:
             now=now,
             timezone=person.timezone,
             budget_tokens=self._settings.budget_tokens,
+            deadline=self._settings.recall_deadline,
             session_id=session.id,
             with_last_summary=not session.summary,
             standing_since=session.started_at,
         )
+        assembled = turn.context
+        use = MemoryUse(assembled.tokens, assembled.cut, assembled.recalled, turn.degraded)
+        metrics.record_memory_block(use, need=turn.plan.need)
         if assembled.recalled_ids:
             self._recalls += 1
             self._background.spawn(
@@ -144,7 +151,7 @@ class MemoryServices:
                 ),
                 key=f"recalled:{person.id}:{self._recalls}",
             )
-        return MemoryContext(assembled.standing, assembled.this_turn)
+        return MemoryContext(assembled.standing, assembled.this_turn, use)
 
     async def run_tool(self, person: Person, message_id: int, call: ToolCall) -> str:
         """Carry out the model's `remember` call; the memory records the turn's messages
