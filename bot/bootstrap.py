@@ -251,6 +251,7 @@ async def build_core(
         settings=MemorySettings(
             budget_tokens=settings.memory_budget_tokens,
             extract_every_n=settings.extract_every_n_messages,
+            recall_deadline=settings.recall_deadline_ms / 1000,
         ),
         autocommit=autocommit,
     )
