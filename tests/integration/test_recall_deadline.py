@@ -112,12 +112,14 @@ async def _alice(core: Core, db: async_sessionmaker[AsyncSession]) -> int:
     return user_id
 
 
-async def _past_event(core: Core, user_id: int, content: str, days_ago: int, **kw: object) -> int:
+async def _past_event(
+    core: Core, user_id: int, content: str, days_ago: int, thread_id: int | None = None
+) -> int:
     """A recall-only memory: an event long enough ago to have left the standing block."""
     when = core.clock.now() - timedelta(days=days_ago)
     item = await core.memories.add(
         user_id,
-        Candidate(content, "event", "active", 6, 0.9, event_at=when, **kw),  # type: ignore[arg-type]
+        Candidate(content, "event", "active", 6, 0.9, event_at=when, thread_id=thread_id),
         source="user",
         actor="user",
     )
