@@ -11,9 +11,10 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
+from adapters.stats import stats_report
 from bot import metrics
 from bot.bootstrap import Core, build_core
 from bot.config import Settings
@@ -28,7 +29,7 @@ from memory.store.database import async_url
 from memory.store.items import Candidate
 from memory.store.ports import Vector
 from memory.store.records import ConversationSession, Inbound, Person
-from memory.store.tables import DiaryEntry, Message, Thread, User
+from memory.store.tables import DiaryEntry, MemoryEvent, Message, Thread, User
 from tests.conftest import FakeClock
 from tests.fakes.chat_llm import ScriptedLLM, context_text
 
@@ -352,3 +353,46 @@ async def test_a_memory_gateway_that_fails_outright_costs_no_reply(
     assert _degraded("context_error") == before + 1
     stored = await _last_reply(db)
     assert stored.degraded == "context_error" and stored.memory_tokens == 0
+
+
+async def test_companion_stats_reports_the_memory_of_prompts(
+    core: Core,
+    scripted_llm: ScriptedLLM,
+    db: async_sessionmaker[AsyncSession],
+    embedder: ControlledEmbedder,
+    clock: FakeClock,
+) -> None:
+    user_id = await _alice(core, db)  # one turn: recall found nothing to show
+    await _past_event(core, user_id, "The person ran the Copenhagen half marathon", 20)
+    await _turn(core, "How did the Copenhagen half marathon go?")  # recalls it
+    embedder.next_call_hangs(after=1)
+    await _turn(core, "Do you remember the marathon?")  # recall times out
+    async with db.begin() as s:
+        for action in ("unsure_asked", "unsure_asked", "unsure_confirmed", "unsure_rejected"):
+            s.add(MemoryEvent(user_id=user_id, action=action, actor="user", created_at=clock.now()))
+    report = await stats_report(core.sessions, clock.now())
+    lines = report.splitlines()
+    assert _row(lines, "prompts with memory") == ["3", "3"]
+    assert _row(lines, "degraded turns") == ["1", "1"]
+    assert _row(lines, "recall_timeout") == ["1", "1"]
+    assert _row(lines, "unsure asked") == ["2", "2"]
+    assert _row(lines, "unsure confirmed") == ["1", "1"]
+    assert _row(lines, "unsure rejected") == ["1", "1"]
+    assert _row(lines, "cut by the memory budget") == ["0", "0"]
+    recalled = float(_row(lines, "recalled items per prompt")[0])
+    assert 0 < recalled < 3
+    async with db() as s:
+        mean = await s.scalar(
+            select(func.avg(Message.memory_tokens)).where(Message.memory_tokens.is_not(None))
+        )
+    assert _row(lines, "memory tokens per prompt") == [f"{float(mean):,.2f}"] * 2
+    assert "marathon" not in report
+
+
+def _row(lines: list[str], label: str) -> list[str]:
+    leading = label.split()
+    for line in lines:
+        cells = line.split()
+        if cells[: len(leading)] == leading:
+            return cells[len(leading) :]
+    raise AssertionError(f"no row {label!r} in:\n" + "\n".join(lines))
