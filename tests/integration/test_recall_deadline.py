@@ -396,3 +396,20 @@ def _row(lines: list[str], label: str) -> list[str]:
         if cells[: len(leading)] == leading:
             return cells[len(leading) :]
     raise AssertionError(f"no row {label!r} in:\n" + "\n".join(lines))
+
+
+async def test_a_continuation_recalls_a_few_and_a_question_about_the_past_many(
+    core: Core, scripted_llm: ScriptedLLM, db: async_sessionmaker[AsyncSession]
+) -> None:
+    user_id = await _alice(core, db)
+    for n, place in enumerate(("Aarhus", "Odense", "Aalborg", "Esbjerg", "Roskilde", "Vejle")):
+        await _past_event(core, user_id, f"The person ran the {place} marathon", 20 + n)
+    await _turn(core, "and the marathon in Odense")
+    assert (await _last_reply(db)).recalled == 3
+    await _turn(core, "Do you remember all the marathons I ran?")
+    assert ((await _last_reply(db)).recalled or 0) >= 6
+    block = context_text(scripted_llm.chat_requests[-1]).split(f"## {RELEVANT}")[1]
+    assert all(
+        f"ran the {place} marathon" in block
+        for place in ("Aarhus", "Odense", "Aalborg", "Esbjerg", "Roskilde", "Vejle")
+    )
