@@ -268,10 +268,9 @@ async def _build_request(
     incoming: IncomingMessage, inbound: Inbound, c: Conversation
 ) -> tuple[LLMRequest, TurnWindow, MemoryUse | None] | None:
     """The prompt of a turn (and what its memory block cost), or None when the message
-    was answered meanwhile. The
-    history (this session, and the recent past of earlier ones) and the memory block are
-    read side by side. In a group, others read the reply: no memory, no summaries of
-    private talk, and only this group's own turns.
+    was answered meanwhile. The history (this session, and the recent past of earlier
+    ones) and the memory block are read side by side. In a group, others read the reply:
+    no memory, no summaries of private talk, and only this group's own turns.
 
     In prompt-cache order: persona, standing memory, the session's system part, the
     turns; the time and the memory for this message lead the last user turn."""

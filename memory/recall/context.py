@@ -1,14 +1,15 @@
 """Context assembly: what the companion has in mind for one turn, in a token budget.
 
 Order of priority: pinned → core (by importance) → active threads and events near
-today → notes to self → how the last conversation ended → what recall finds for this
-message (last, so what it finds never pushes out a standing line). Each section is left
-out when empty; the whole is rendered as delimited data.
+today → notes to self → how the last conversation ended → the diary's last seven days
+(at most a fifth of the budget) → what recall finds for this message (last, so what it
+finds never pushes out a standing line) → the newest items of the threads it touched.
+Each section is left out when empty; the whole is rendered as delimited data.
 
 For the prompt cache the block also comes in two parts: the standing one (pinned, core,
-notes to self, the last conversation; lines in id order, nothing relative to now), the
-same from turn to turn until memory changes, and the one for this turn (what is going
-on near today, with its 'in 3 days', and what recall found).
+notes to self, the last conversation, the diary; lines in id order, nothing relative to
+now), the same from turn to turn until memory changes, and the one for this turn (what
+is going on near today, with its 'in 3 days', and what recall found).
 """
 
 from __future__ import annotations
@@ -320,7 +321,8 @@ async def remembered(
     session_id: int | None,
     with_last_summary: bool,
 ) -> Remembered:
-    """The standing memories, notes and last summary: two statements on one connection."""
+    """The standing memories, notes, last summary and the diary's week: two statements on
+    one connection."""
     extras = week_params(user_id, today) | {"sid": session_id or 0}
     async with sessions() as db:
         rows = await db.execute(standing_statement(), standing_params(user_id, now))
