@@ -87,7 +87,13 @@ async def assemble_within(
     finding = asyncio.ensure_future(
         _find(sessions, embedder, user_id, query, plan, now, session_id)
     )
-    await asyncio.wait((reading, finding), timeout=max(deadline, 0.0))
+    try:
+        await asyncio.wait((reading, finding), timeout=max(deadline, 0.0))
+    except asyncio.CancelledError:  # the turn itself was cancelled: so are its reads
+        for task in (reading, finding):
+            task.cancel()
+            task.add_done_callback(_quietly)
+        raise
     facts = _outcome(reading, "context")
     found = _outcome(finding, "recall")
     degraded = None

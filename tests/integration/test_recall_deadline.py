@@ -413,3 +413,25 @@ async def test_a_continuation_recalls_a_few_and_a_question_about_the_past_many(
         f"ran the {place} marathon" in block
         for place in ("Aarhus", "Odense", "Aalborg", "Esbjerg", "Roskilde", "Vejle")
     )
+
+
+async def test_a_standing_read_postgres_rejects_leaves_the_turns_alone(
+    core: Core, scripted_llm: ScriptedLLM, db: async_sessionmaker[AsyncSession], database_url: str
+) -> None:
+    await _alice(core, db)
+    before = _degraded("context_error")
+    admin = create_async_engine(async_url(database_url))
+    try:
+        # The standing reads take the diary's week (diary_entries.lines); recall does not.
+        async with admin.begin() as conn:
+            await conn.execute(text("ALTER TABLE diary_entries RENAME COLUMN lines TO lines_away"))
+        reply = await _turn(core, "Guess what happened at work today")
+    finally:
+        async with admin.begin() as conn:
+            await conn.execute(text("ALTER TABLE diary_entries RENAME COLUMN lines_away TO lines"))
+        await admin.dispose()
+    assert reply == "Tell me more."
+    request = scripted_llm.chat_requests[-1]
+    assert request.standing_system == "" and "<memory>" not in request.turn_context
+    assert _degraded("context_error") == before + 1
+    assert (await _last_reply(db)).degraded == "context_error"
