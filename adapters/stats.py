@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from bot.bootstrap import open_database
 from bot.config import Settings
 from memory.store.database import Database, session_factory
+from memory.store.memory_stats import MemoryFigures
 from memory.store.stats import Figures, Windowed, collect_figures
 
 EXTRACTION_LABELS = {"create": "added", "supersede": "updated", "refresh": "refreshed"}
@@ -100,7 +101,23 @@ def render(figures: Figures) -> str:
             [list(row) for row in figures.memories] or [["(none yet)", "", 0]],
         ),
     ]
+    if figures.memory_use is not None:
+        sections.append(_memory_use(figures.memory_use))
     return "\n\n".join(sections) + "\n"
+
+
+def _memory_use(use: MemoryFigures) -> str:
+    """The memory of conversation prompts: per prompt, means; otherwise counts."""
+    rows: list[list[object]] = [
+        ["prompts with memory", *use.prompts],
+        ["memory tokens per prompt", use.tokens.day, use.tokens.total],
+        ["recalled items per prompt", use.recalled.day, use.recalled.total],
+        ["cut by the memory budget", *use.cut],
+        ["degraded turns", sum(d for _, d, _ in use.degraded), sum(t for _, _, t in use.degraded)],
+        *([f"  {reason}", d, t] for reason, d, t in use.degraded),
+        *([f"unsure {outcome}", d, t] for outcome, d, t in use.unsure),
+    ]
+    return table(["memory in prompts", "24h", "total"], rows)
 
 
 def _tokens(figures: Figures) -> str:

@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.logs import configure_logging
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.recall.minilm import MiniLMEmbedder
+from memory.recall.need import USUAL_K, plan_recall
 from memory.recall.retrieval import DEFAULT_TUNING, PREVIOUS_TUNING, Mode, Tuning, recall
 from memory.store.conversations import SqlConversationStore
 from memory.store.database import create_engine, migrate, session_factory, start_embedded
@@ -321,6 +322,15 @@ def _report(
     print(f"figure locomo_bm25_recall_at_10 {mean(results['bm25'][10]):.3f} ratio")
     print(f"figure locomo_vector_recall_at_10 {mean(results['vector'][10]):.3f} ratio")
     print(f"figure locomo_previous_recall_at_10 {mean(results['previous'][10]):.3f} ratio")
+    narrowed = narrowed_questions(people)
+    print(f"figure locomo_questions_narrowed {narrowed} count")
+
+
+def narrowed_questions(people: Sequence[tuple[Conversation, int]]) -> int:
+    """How many questions a turn would recall less for than the usual k
+    (`memory.recall.need`: skipped or a continuation): selective recall must cost none."""
+    plans = [plan_recall(q.text) for c, _ in people for q in c.questions]
+    return sum(1 for plan in plans if plan.k < USUAL_K)
 
 
 def by_conversation(people: Sequence[tuple[Conversation, int]], scores: list[float]) -> list[float]:

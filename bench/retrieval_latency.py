@@ -1,8 +1,9 @@
 """How long context assembly for one turn takes when the database holds many people's
 memories and conversations: the query embedding, every query (standing memories, notes
 to self, last summary, hybrid recall over memories and past messages) and the budgeting
-— `memory.recall.context.assemble_context`, as a turn calls it, on autocommit read sessions —
-and `recall` alone.
+— `memory.recall.within.assemble_within`, as a turn calls it (recall sized to the question,
+threads brought along), on autocommit read sessions, with a deadline it never meets — and
+`recall` alone.
 
 Loads `--people` × `--memories` memories (default 1,000 × 1,000 = 1M rows) into an
 embedded PostgreSQL with COPY: sentences from templates, real embeddings (MiniLM, the
@@ -13,10 +14,13 @@ time both for random people and questions (the `context_*` figures; every turn i
 also assembled the previous way, embedding before ranking, for the `*_previous_*`
 ones). Then it adds
 `--messages` past messages per person (default 1,000, in sessions of 20, months back),
-which recall also ranks, and times both again (the `*_history_*` figures).
+which recall also ranks, and times both again (the `*_history_*` figures). Last, turns
+whose recall times out: `memory.recall.within.assemble_within` with the default deadline
+(300 ms) and a query embedder that never answers, as a turn calls it; the turn goes on
+with the standing block (`degraded_turn_p95`: the deadline plus the standing reads).
 
 Run: `python -m bench.retrieval_latency [--people 100] [--memories 1000] [--messages 1000]
-[--turns 500]`.
+[--turns 500] [--degraded-turns 100]`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,8 +48,9 @@ from memory.recall.context import assemble_context
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.recall.minilm import MiniLMEmbedder
 from memory.recall.retrieval import recall
+from memory.recall.within import DEFAULT_DEADLINE, assemble_within
 from memory.store.database import autocommit_session_factory, create_engine, migrate, start_embedded
-from memory.store.ports import Embedder
+from memory.store.ports import Embedder, Vector
 
 ROUNDS = 20
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -291,16 +297,30 @@ async def measure(url: str, people: int, turns: int, embedder: Embedder) -> Timi
             query = sentence(rng, rng.choice(QUESTIONS))
             for overlap in (True, False) if turn % 2 else (False, True):
                 started = time.perf_counter()
-                await assemble_context(
-                    sessions,
-                    embedder,
-                    user_id=user_id,
-                    query=query,
-                    now=NOW,
-                    timezone="Europe/Copenhagen",
-                    budget_tokens=1500,
-                    overlap=overlap,
-                )
+                if overlap:  # what a turn calls now
+                    done = await assemble_within(
+                        sessions,
+                        embedder,
+                        user_id=user_id,
+                        query=query,
+                        now=NOW,
+                        timezone="Europe/Copenhagen",
+                        budget_tokens=1500,
+                        deadline=60.0,  # measured whole, never cut short
+                    )
+                    if done.degraded is not None:
+                        raise AssertionError(f"context assembly degraded: {done.degraded}")
+                else:
+                    await assemble_context(
+                        sessions,
+                        embedder,
+                        user_id=user_id,
+                        query=query,
+                        now=NOW,
+                        timezone="Europe/Copenhagen",
+                        budget_tokens=1500,
+                        overlap=False,
+                    )
                 if turn >= 20:
                     taken = (time.perf_counter() - started) * 1000
                     timings["context" if overlap else "previous"].append(taken)
@@ -316,13 +336,71 @@ async def measure(url: str, people: int, turns: int, embedder: Embedder) -> Timi
     return timings
 
 
+class NeverAnswers:
+    """A query embedder that never answers (a provider hanging): recall cannot finish."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.name = "never-answers"
+
+    async def embed(self, texts: list[str]) -> Vector:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def measure_degraded(
+    url: str, people: int, turns: int, dim: int
+) -> tuple[list[float], Counter[str]]:
+    """Milliseconds per turn memory block whose recall times out (the default deadline),
+    after a warm-up, and how each degraded: to the standing block ('recall_timeout'), or
+    on a machine too loaded to read even that in time, to the turns alone
+    ('context_timeout')."""
+    engine = create_engine(url, pool_size=4)
+    sessions = autocommit_session_factory(engine)
+    rng = random.Random(11)
+    hanging = NeverAnswers(dim)
+    async with engine.connect() as conn:
+        first = int((await conn.exec_driver_sql("SELECT min(id) FROM users")).scalar_one())
+    times: list[float] = []
+    reasons: Counter[str] = Counter()
+    try:
+        for turn in range(turns + 5):
+            started = time.perf_counter()
+            done = await assemble_within(
+                sessions,
+                hanging,
+                user_id=first + rng.randrange(people),
+                query=sentence(rng, rng.choice(QUESTIONS)),
+                now=NOW,
+                timezone="Europe/Copenhagen",
+                budget_tokens=1500,
+                deadline=DEFAULT_DEADLINE,
+            )
+            elapsed = (time.perf_counter() - started) * 1000
+            if done.degraded is None:
+                raise AssertionError("a recall that never answers did not time out")
+            if turn >= 5:
+                times.append(elapsed)
+                reasons[done.degraded] += 1
+    finally:
+        await engine.dispose()
+    return times, reasons
+
+
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {
     "minilm": MiniLMEmbedder,  # the default
     "wordllama": WordLlamaEmbedder,  # the previous default
 }
 
 
-async def run(people: int, memories: int, messages: int, turns: int, embedder_name: str) -> None:
+async def run(
+    people: int,
+    memories: int,
+    messages: int,
+    turns: int,
+    embedder_name: str,
+    degraded_turns: int = 100,
+) -> None:
     """Load, measure and print the report."""
     embedder = EMBEDDERS[embedder_name]()
     texts = sentences(3000)
@@ -339,6 +417,9 @@ async def run(people: int, memories: int, messages: int, turns: int, embedder_na
             seconds = await load(server.url, people, memories, pool)
             print(f"  loaded in {seconds:.0f} s", flush=True)
             phases = {"memories": await measure(server.url, people, turns, embedder)}
+            degraded, reasons = await measure_degraded(
+                server.url, people, degraded_turns, embedder.dim
+            )
             if messages:
                 print(f"loading {people:,} people × {messages:,} past messages", flush=True)
                 started = time.perf_counter()
@@ -347,7 +428,7 @@ async def run(people: int, memories: int, messages: int, turns: int, embedder_na
                 phases["history"] = await measure(server.url, people, turns, embedder)
         finally:
             server.stop()
-    report(people, memories, messages, phases, embedder.name)
+    report(people, memories, messages, phases, embedder.name, degraded, reasons)
 
 
 def report(
@@ -356,6 +437,8 @@ def report(
     messages: int,
     phases: dict[str, Timings],
     embedder: str,
+    degraded: Sequence[float] = (),
+    reasons: Counter[str] | None = None,
 ) -> None:
     """Print both measurements, then the figures: the issue's configuration (memories
     only) as `context_*`, and with every person's conversation history as `*_history_*`;
@@ -399,6 +482,17 @@ def report(
             f"figure context{suffix}_previous_p50 {p50:.1f} ms",
             f"figure context{suffix}_previous_p95 {p95:.1f} ms",
         ]
+    if degraded:
+        d50, d95 = percentile(degraded, 0.5), percentile(degraded, 0.95)
+        deadline = DEFAULT_DEADLINE * 1000
+        print(
+            f"\nturns whose recall times out ({len(degraded)}; deadline {deadline:.0f} ms, "
+            f"memories only): p50 {d50:.1f} ms, p95 {d95:.1f}, max {max(degraded):.1f} "
+            f"(target: the deadline plus the standing reads, about {deadline:.0f} + "
+            f"{percentile(phases['memories'][0], 0.5):.1f} ms); degraded to: "
+            + ", ".join(f"{reason} {count}" for reason, count in sorted((reasons or {}).items()))
+        )
+        figures.append(f"figure degraded_turn_p95 {d95:.1f} ms")
     out = os.environ.get("COMPANION_BENCH_OUT")
     if out:
         data = {
@@ -419,9 +513,19 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--embedder", choices=sorted(EMBEDDERS), default="minilm")
+    parser.add_argument("--degraded-turns", type=int, default=100)
     args = parser.parse_args()
     configure_logging("WARNING")
-    asyncio.run(run(args.people, args.memories, args.messages, args.turns, args.embedder))
+    asyncio.run(
+        run(
+            args.people,
+            args.memories,
+            args.messages,
+            args.turns,
+            args.embedder,
+            args.degraded_turns,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -264,6 +264,7 @@ async def build_core(
             budget_tokens=settings.memory_budget_tokens,
             extract_every_n=settings.extract_every_n_messages,
             confidence_floor=settings.memory_confidence_floor,
+            recall_deadline=settings.recall_deadline_ms / 1000,
         ),
         autocommit=autocommit,
         ask_unsure=functools.partial(unsure_question, commands),

@@ -58,6 +58,7 @@ class Settings(BaseSettings):
 
     # Memory
     memory_budget_tokens: int = Field(1500, ge=200)
+    recall_deadline_ms: int = Field(300, ge=10, le=10000)
     extract_every_n_messages: int = Field(8, ge=1)
     embedding_provider: Literal["minilm", "wordllama", "voyage", "openai"] = "minilm"
     embedding_dim: int = Field(384, ge=16, le=4096)

@@ -26,7 +26,14 @@ from bot.turns import TurnLocks
 from memory.recall.tokens import estimate_tokens
 from memory.store.conversations import SqlConversationStore
 from memory.store.ports import Clock
-from memory.store.records import ConversationSession, Inbound, Person, StoredMessage, TokenUsage
+from memory.store.records import (
+    ConversationSession,
+    Inbound,
+    MemoryUse,
+    Person,
+    StoredMessage,
+    TokenUsage,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -195,7 +202,7 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
         # The turn before this one answered it (a redelivered update, or a burst).
         log.info("conversation.answered_meanwhile", message_id=message.id)
         return Reply("", silent=True)
-    request, window = built
+    request, window, memory_use = built
     try:
         completion = await _complete(request, inbound, c)
     except LLMUnavailable as exc:
@@ -228,6 +235,7 @@ async def _answer(incoming: IncomingMessage, inbound: Inbound, c: Conversation) 
         ),
         # Messages stored while this turn was built were in its prompt too: answered.
         answers_through=max(message.id, window.last_user_message_id or 0),
+        memory=memory_use,
     )
     log.info(
         "conversation.replied",
@@ -278,11 +286,11 @@ def _with_exchange(
 
 async def _build_request(
     incoming: IncomingMessage, inbound: Inbound, c: Conversation
-) -> tuple[LLMRequest, TurnWindow] | None:
-    """The prompt of a turn, or None when the message was answered meanwhile. The
-    history (this session, and the recent past of earlier ones) and the memory block are
-    read side by side. In a group, others read the reply: no memory, no summaries of
-    private talk, and only this group's own turns.
+) -> tuple[LLMRequest, TurnWindow, MemoryUse | None] | None:
+    """The prompt of a turn (and what its memory block cost), or None when the message
+    was answered meanwhile. The history (this session, and the recent past of earlier
+    ones) and the memory block are read side by side. In a group, others read the reply:
+    no memory, no summaries of private talk, and only this group's own turns.
 
     In prompt-cache order: persona, standing memory, the session's system part, the
     turns; the time and the memory for this message lead the last user turn."""
@@ -299,7 +307,7 @@ async def _build_request(
     memory = MemoryContext()
     if c.memory is not None and private:
         history, memory = await asyncio.gather(
-            reading, c.memory.context_for(person, session, inbound.message.content)
+            reading, _memory_context(c.memory, person, session, inbound.message.content)
         )
     else:
         history = await reading
@@ -335,7 +343,20 @@ async def _build_request(
         tools=c.memory.tools if c.memory is not None and private else (),  # no tools in groups
         max_tokens=c.config.reply_max_tokens,
     )
-    return request, window
+    return request, window, memory.use
+
+
+async def _memory_context(
+    gateway: MemoryGateway, person: Person, session: ConversationSession, query: str
+) -> MemoryContext:
+    """The turn's memory block; when assembling it fails outright, no memory (the turns
+    alone): a memory failure never costs the reply. Counted as a degraded turn."""
+    try:
+        return await gateway.context_for(person, session, query)
+    except Exception as exc:
+        log.warning("conversation.memory_failed", error=type(exc).__name__)
+        metrics.record_degraded("context_error")
+        return MemoryContext(use=MemoryUse(degraded="context_error"))
 
 
 def _rounded_up(tokens: int, step: int) -> int:

@@ -27,14 +27,14 @@ from memory.learning.extraction import due_sessions, extract_session, remember_e
 from memory.learning.reconcile import CONFIDENCE_FLOOR
 from memory.learning.session_summary import fold_running_summary
 from memory.learning.unsure import next_to_ask
-from memory.recall.context import assemble_context
 from memory.recall.retrieval import mark_recalled
+from memory.recall.within import DEFAULT_DEADLINE, assemble_within
 from memory.store.conversations import SqlConversationStore
 from memory.store.database import Database
 from memory.store.errors import NotAboutThePerson
 from memory.store.items import ExtractionOutcome, MemoryItem, UpdateQuestion, content_hash
 from memory.store.ports import Clock, Embedder, TextWriter, ToolCaller
-from memory.store.records import ConversationSession, Inbound, Person
+from memory.store.records import ConversationSession, Inbound, MemoryUse, Person
 
 log = structlog.get_logger(__name__)
 
@@ -89,6 +89,8 @@ class MemorySettings:
     budget_tokens: int = 1500
     extract_every_n: int = 8
     confidence_floor: float = CONFIDENCE_FLOOR
+    recall_deadline: float = DEFAULT_DEADLINE
+    """Seconds a turn waits for its memory block before going on with what is at hand."""
 
 
 class Notices(Protocol):
@@ -173,10 +175,11 @@ class MemoryServices:
     async def context_for(
         self, person: Person, session: ConversationSession, query: str
     ) -> MemoryContext:
-        """The memory block for this turn, standing part and this turn's part; the recalls
-        it shows are counted afterwards."""
+        """The memory block for this turn, standing part and this turn's part, within the
+        recall deadline (a slow or failing recall degrades, never fails the turn: see
+        `memory.recall.within`); the recalls it shows are counted afterwards."""
         now = self._clock.now()
-        assembled = await assemble_context(
+        turn = await assemble_within(
             self._autocommit,
             self._embedder,
             user_id=person.id,
@@ -184,10 +187,14 @@ class MemoryServices:
             now=now,
             timezone=person.timezone,
             budget_tokens=self._settings.budget_tokens,
+            deadline=self._settings.recall_deadline,
             session_id=session.id,
             with_last_summary=not session.summary,
             standing_since=session.started_at,
         )
+        assembled = turn.context
+        use = MemoryUse(assembled.tokens, assembled.cut, assembled.recalled, turn.degraded)
+        metrics.record_memory_block(use, need=turn.plan.need)
         if assembled.recalled_ids:
             self._recalls += 1
             self._background.spawn(
@@ -196,7 +203,7 @@ class MemoryServices:
                 ),
                 key=f"recalled:{person.id}:{self._recalls}",
             )
-        return MemoryContext(assembled.standing, assembled.this_turn)
+        return MemoryContext(assembled.standing, assembled.this_turn, use)
 
     async def run_tool(self, person: Person, message_id: int, call: ToolCall) -> str:
         """Carry out one of the model's memory tool calls in the turn answering
@@ -295,6 +302,8 @@ class MemoryServices:
         )
         if item is None:
             return ToolOutcome("Nothing was confirmed: that memory changed meanwhile.")
+        if known.unsure:
+            metrics.record_unsure("confirmed")
         return ToolOutcome(f"Confirmed {item.label}: it is surer now and stays in mind.")
 
     def after_turn(self, person: Person, inbound: Inbound, window: TurnWindow) -> None:
@@ -350,6 +359,7 @@ class MemoryServices:
         if item is None:
             return False
         await self._send(person, await self._ask_unsure(person, item))
+        metrics.record_unsure("asked")
         return True
 
     async def sweep(self, *, idle_gap: timedelta, limit: int = 50) -> int:

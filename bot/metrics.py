@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from bot.llm import Usage
 from memory.store.items import ExtractionOutcome
+from memory.store.records import MemoryUse
 
 log = structlog.get_logger(__name__)
 
@@ -108,6 +109,39 @@ PATROL_STEP_DURATION = Histogram(
     buckets=_JOB_BUCKETS,
     registry=REGISTRY,
 )
+MEMORY_TOKENS = Histogram(
+    "companion_memory_block_tokens",
+    "Estimated tokens of the memory block in each conversation prompt.",
+    buckets=(0, 50, 100, 200, 400, 700, 1000, 1500, 2500, 4000),
+    registry=REGISTRY,
+)
+MEMORY_CUT = Counter(
+    "companion_memory_block_cut",
+    "Conversation prompts whose memory block the budget cut (something at hand left out).",
+    registry=REGISTRY,
+)
+RECALLED = Histogram(
+    "companion_recalled_items",
+    "Recalled items (memories and past messages) shown per conversation prompt, by how "
+    "much recall the message needed (skip, continuation, usual, past).",
+    ["need"],
+    buckets=(0, 1, 2, 3, 5, 8, 12, 16),
+    registry=REGISTRY,
+)
+DEGRADED_TURNS = Counter(
+    "companion_degraded_turns",
+    "Turns answered without (all of) their memory block, by reason (recall_timeout, "
+    "recall_error, context_timeout, context_error).",
+    ["reason"],
+    registry=REGISTRY,
+)
+UNSURE_ITEMS = Counter(
+    "companion_unsure_items",
+    "Unsure memories by what became of them: asked about, confirmed, rejected.",
+    ["outcome"],
+    registry=REGISTRY,
+)
+UNSURE_OUTCOMES = frozenset({"asked", "confirmed", "rejected"})
 COMPONENT_UP = Gauge(
     "companion_component_up",
     "1 when a component (database, adapters, scheduler) is healthy, else 0.",
@@ -246,6 +280,35 @@ def observe_job(job: str) -> Iterator[str]:
             yield request_id
     finally:
         record_job(job, time.perf_counter() - started)
+
+
+@_never_raises
+def record_memory_block(use: MemoryUse, *, need: str) -> None:
+    """Observe one conversation prompt's memory block: its tokens, whether the budget cut
+    it, how many recalled items it shows (by the recall `need`), and a degraded turn."""
+    MEMORY_TOKENS.observe(max(use.tokens, 0))
+    if use.cut:
+        MEMORY_CUT.inc()
+    RECALLED.labels(_label(need)).observe(max(use.recalled, 0))
+    if use.degraded:
+        record_degraded(use.degraded)
+
+
+@_never_raises
+def record_degraded(reason: str) -> None:
+    """Count a turn answered without (all of) its memory block, e.g. 'recall_timeout'."""
+    DEGRADED_TURNS.labels(_label(reason)).inc()
+
+
+@_never_raises
+def record_unsure(outcome: str) -> None:
+    """Count what became of an unsure memory: 'asked' when the daily question about it
+    goes out, 'confirmed' when an unsure item is affirmed (✓, the tool, the panel),
+    'rejected' when one is forgotten (✗, the panel). `companion stats` reads the same
+    outcomes from the memory events the life cycle records (`memory.store.memory_stats`)."""
+    if outcome not in UNSURE_OUTCOMES:
+        raise ValueError(f"unknown unsure outcome {outcome!r}")
+    UNSURE_ITEMS.labels(outcome).inc()
 
 
 @_never_raises

@@ -14,7 +14,7 @@ from pathlib import Path
 from bot.llm import Turn
 from memory.local_time import zone_of
 from memory.person_words import element
-from memory.store.records import StoredMessage
+from memory.store.records import MemoryUse, StoredMessage
 from memory.store.statuses import UNSHOWN_STATUSES
 
 HIDDEN_STATUSES = frozenset(UNSHOWN_STATUSES)
@@ -46,6 +46,8 @@ class MemoryContext:
 
     standing: str = ""
     this_turn: str = ""
+    use: MemoryUse | None = None
+    """What the block cost and whether recall was cut short (None: no memory)."""
 
 
 TURN_CONTEXT_OPEN = "<turn_context>"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot import metrics
 from bot.commands.base import (
     MAX_SEARCH,
     ButtonSpec,
@@ -95,6 +96,8 @@ async def _undo_button(deps: CommandDeps, person: Person, item: MemoryItem, *act
 async def forget(deps: CommandDeps, person: Person, item: MemoryItem) -> Reply:
     """Forget one memory: out of every prompt and recall now, in the trash for 30 days."""
     forgotten = await deps.memories.forget(person.id, item.short_id)
+    if item.unsure:
+        metrics.record_unsure("rejected")
     undo = await _undo_button(deps, person, forgotten, "forget")
     text = (
         f"Forgotten: “{forgotten.content}” ({forgotten.label}). It won't come up again; it "

@@ -17,6 +17,7 @@ from bot.commands.base import (
     make_buttons,
     parse_label,
 )
+from bot.commands.ongoing import ongoing_group
 from bot.domain import Button, Reply
 from bot.panel.links import BUTTON_LABEL
 from memory.local_time import zone_of
@@ -107,7 +108,10 @@ async def memory_page(
     nav.insert(1 if page > 1 else 0, edit_button(shown))
     rows = [*item_buttons(shown), nav]
     buttons = await make_buttons(deps, person, rows)
-    return Reply(f"{header}\n{render_page(shown, zone, deps.clock.now())}", buttons, private=True)
+    body = render_page(shown, zone, deps.clock.now())
+    if page == 1 and tier is None and (ongoing := await ongoing_group(deps, person.id, zone)):
+        body = f"{body}\n\n{ongoing}"
+    return Reply(f"{header}\n{body}", buttons, private=True)
 
 
 def item_buttons(items: list[MemoryItem]) -> list[list[ButtonSpec]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot import metrics
 from bot.commands.base import ButtonSpec, CommandDeps, make_buttons
 from bot.commands.editing import not_found
 from bot.domain import Reply
@@ -39,8 +40,11 @@ async def unsure_question(deps: CommandDeps, person: Person, item: MemoryItem) -
 async def affirm_verb(deps: CommandDeps, person: Person, payload: dict[str, Any]) -> Reply:
     """✓: the memory is confirmed — surer, its fading restarted, kept in mind."""
     short_id = int(payload.get("m", 0))
+    before = await deps.memories.get(person.id, short_id)
     item = await affirm_memory(deps.memories, person.id, short_id, via="button")
     if item is None:
         return not_found(f"m{short_id}")
+    if before is not None and before.unsure:
+        metrics.record_unsure("confirmed")
     text = f"Thanks — I'll keep it in mind: “{_quote(item.content)}” ({item.label})."
     return Reply(text, private=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from bot import metrics
 from bot.commands import account, edit, editing
 from bot.commands.base import CommandDeps, CommandSource
 from bot.domain import Document
@@ -96,6 +97,8 @@ async def forget(deps: CommandDeps, person: Person, short_ids: Sequence[int]) ->
         return _missing()
     for item in items:
         await deps.memories.forget(person.id, item.short_id)
+        if item.unsure:
+            metrics.record_unsure("rejected")
     events = await deps.memories.last_events(person.id, [i.id for i in items], ("forget",))
     count = len(items)
     message = f"Forgotten: “{items[0].content}”." if count == 1 else f"Forgotten: {count} memories."
@@ -125,6 +128,8 @@ async def confirm(deps: CommandDeps, person: Person, short_id: int) -> Outcome:
         return _missing()
     if await affirm_memory(deps.memories, person.id, short_id, via="panel") is None:
         return _missing()
+    if item.unsure:
+        metrics.record_unsure("confirmed")
     return Outcome(True, f"Thanks — I'm sure of “{item.content}” now.")
 
 

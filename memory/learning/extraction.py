@@ -85,6 +85,8 @@ class _Read:
     messages: list[StoredMessage]
     has_more: bool
     closed: bool
+    summary: str = ""
+    """The session's running summary: what came before its unread messages."""
 
 
 async def extract_session(
@@ -114,7 +116,9 @@ async def extract_session(
     if read is None:
         log.warning("memory.extraction_no_session", user_id=user_id, session_id=session_id)
         return ExtractionOutcome()
-    asked = _Asking(llm, sessions, embedder, user_id, session_id, timezone, clock.now())
+    asked = _Asking(
+        llm, sessions, embedder, user_id, session_id, timezone, clock.now(), read.summary
+    )
     try:
         run = await _extract_window(asked, read, min_importance, min_confidence)
     except Exception as exc:
@@ -154,13 +158,13 @@ async def _read(
         params |= {"after": found[0] or 0, "limit": MAX_MESSAGES + 1}
         rows = (await db.execute(_unread(), params)).all()
     messages = [StoredMessage(*row) for row in rows[:MAX_MESSAGES]]
-    return _Read(found[0], messages, len(rows) > MAX_MESSAGES, found[1] is not None)
+    return _Read(found[0], messages, len(rows) > MAX_MESSAGES, found[1] is not None, found[2] or "")
 
 
 @functools.cache
-def _session_state() -> Select[int | None, datetime | None]:
-    """A session's watermark and closing time (bound: `uid`, `sid`)."""
-    return select(SessionRow.extracted_through, SessionRow.closed_at).where(
+def _session_state() -> Select[int | None, datetime | None, str]:
+    """A session's watermark, closing time and running summary (bound: `uid`, `sid`)."""
+    return select(SessionRow.extracted_through, SessionRow.closed_at, SessionRow.summary).where(
         SessionRow.id == bindparam("sid"), SessionRow.user_id == bindparam("uid")
     )
 
@@ -201,6 +205,7 @@ class _Asking:
     session_id: int
     timezone: str
     now: datetime
+    summary: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +283,13 @@ async def _ask(
         threads = [t.title for t in await live_threads(db, user_id, limit=THREADS_IN_PROMPT)]
     zone = zone_of(asking.timezone)
     prompt = extraction_prompt(
-        shown, timezone=asking.timezone, zone=zone, now=asking.now, known=known, threads=threads
+        shown,
+        timezone=asking.timezone,
+        zone=zone,
+        now=asking.now,
+        known=known,
+        threads=threads,
+        summary=asking.summary,
     )
     raw = await asking.llm.call_tool(
         system=EXTRACTION_SYSTEM,

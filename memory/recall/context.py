@@ -1,15 +1,17 @@
 """Context assembly: what the companion has in mind for one turn, in a token budget.
 
 Order of priority: pinned → core (by importance) → active threads and events near
-today → notes to self → how the last conversation ended → what recall finds for this
-message (last, so what it finds never pushes out a standing line). Each section is left
-out when empty; the whole is rendered as delimited data. Which memories stand and how
-recall marks the others (over, faded, unsure) is `life_cycle.py`'s rule.
+today → notes to self → how the last conversation ended → the diary's last seven days
+(at most a fifth of the budget) → what recall finds for this message (last, so what it
+finds never pushes out a standing line) → the newest items of the threads it touched.
+Each section is left out when empty; the whole is rendered as delimited data. Which
+memories stand and how recall marks the others (over, faded, unsure) is `life_cycle.py`'s
+rule.
 
 For the prompt cache the block also comes in two parts: the standing one (pinned, core,
-notes to self, the last conversation; lines in id order, nothing relative to now), the
-same from turn to turn until memory changes, and the one for this turn (what is going
-on near today, with its 'in 3 days', and what recall found).
+notes to self, the last conversation, the diary; lines in id order, nothing relative to
+now), the same from turn to turn until memory changes, and the one for this turn (what
+is going on near today, with its 'in 3 days', and what recall found).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from memory.recall.life_cycle import over_note, standing_filter
 from memory.recall.memory_block import MEMORY_BLOCK_END, MEMORY_BLOCK_START
 from memory.recall.retrieval import Recalled, recall
 from memory.recall.tokens import estimate_tokens
-from memory.store.diary import notes_params, notes_statement
+from memory.store.diary import notes_statement, week_lines, week_params, week_statement
 from memory.store.ports import Embedder
 from memory.store.tables import Memory, Session
 
@@ -57,7 +59,11 @@ RELEVANT = "Possibly relevant to this message"
 NOTES = "Your notes to self"
 LAST_TIME = "How your last conversation went"
 NEW = "Noted during this conversation"
-STANDING = frozenset({PINNED, ABOUT, NOTES, LAST_TIME})
+DIARY = "Your diary of the last days"
+ALONG = "More of the same ongoing situations"
+DIARY_SHARE = 0.2
+"""The most of the memory budget the diary's lines may take."""
+STANDING = frozenset({PINNED, ABOUT, NOTES, LAST_TIME, DIARY})
 """The sections that stay the same from turn to turn unless memory changes."""
 
 
@@ -87,6 +93,15 @@ class AssembledContext:
     recalled_ids: tuple[int, ...] = ()
     standing: str = ""
     this_turn: str = ""
+    cut: bool = False
+    """Whether the budget left out something that was at hand."""
+    recalled: int = 0
+    """How many recalled items (memories and past messages) the block shows."""
+
+    @property
+    def tokens(self) -> int:
+        """The estimated tokens of the block as the prompt carries it (both parts)."""
+        return estimate_tokens(self.standing) + estimate_tokens(self.this_turn)
 
 
 def fit_sections(sections: Sequence[Section], budget_tokens: int) -> list[Section]:
@@ -276,12 +291,15 @@ class Remembered:
     standing: list[Standing]
     notes_to_self: tuple[str, ...]
     last_summary: str
+    diary: tuple[tuple[date, str], ...] = ()
+    """The diary's lines of the last days, oldest first (`memory.store.diary`)."""
 
 
 @functools.cache
-def extras_statement(with_last_summary: bool) -> Select[list[str] | None, str | None]:
-    """Last night's notes to self and, if asked, the summary of the person's last closed
-    session other than `sid` (bound: those of `notes_statement`, and `sid`)."""
+def extras_statement(with_last_summary: bool) -> Select[list[str] | None, str | None, Any]:
+    """Last night's notes to self, if asked the summary of the person's last closed
+    session other than `sid`, and the diary's lines of the last days (bound: those of
+    `week_params`, and `sid`)."""
     notes = notes_statement().limit(1).scalar_subquery()
     last: Any = literal(None, String)
     if with_last_summary:
@@ -297,7 +315,7 @@ def extras_statement(with_last_summary: bool) -> Select[list[str] | None, str | 
             .limit(1)
             .scalar_subquery()
         )
-    return select(notes, last)
+    return select(notes, last, week_statement())
 
 
 async def remembered(
@@ -309,13 +327,14 @@ async def remembered(
     session_id: int | None,
     with_last_summary: bool,
 ) -> Remembered:
-    """The standing memories, notes and last summary: two statements on one connection."""
-    extras = notes_params(user_id, today) | {"sid": session_id or 0}
+    """The standing memories, notes, last summary and the diary's week: two statements on
+    one connection."""
+    extras = week_params(user_id, today) | {"sid": session_id or 0}
     async with sessions() as db:
         rows = await db.execute(standing_statement(), standing_params(user_id, now))
         standing = [Standing(*row) for row in rows]
-        notes, last = (await db.execute(extras_statement(with_last_summary), extras)).one()
-    return Remembered(standing, tuple(notes or ()), last or "")
+        notes, last, week = (await db.execute(extras_statement(with_last_summary), extras)).one()
+    return Remembered(standing, tuple(notes or ()), last or "", week_lines(week))
 
 
 def compose(
@@ -326,16 +345,22 @@ def compose(
     zone: ZoneInfo,
     budget: int,
     standing_since: datetime | None = None,
+    along: Sequence[Line] = (),
 ) -> AssembledContext:
     """Render what was read and recalled into the memory block, within the budget;
-    memories valid only since `standing_since` are left out of the standing part."""
+    memories valid only since `standing_since` are left out of the standing part. The
+    diary's lines take at most `DIARY_SHARE` of the budget; `along` (the newest items of
+    the threads recall touched) come last."""
     sections = standing_sections(facts.standing, now, zone)
     shown = {r.id for r in facts.standing}
     fresh = [f for f in found if not (f.kind == "memory" and f.id in shown)]
     sections.append(Section(NOTES, tuple(Line(n) for n in facts.notes_to_self)))
     if facts.last_summary:
         sections.append(Section(LAST_TIME, (Line(facts.last_summary),)))
+    sections.append(Section(DIARY, diary_lines(facts.diary, int(budget * DIARY_SHARE))))
     sections.append(recall_section(fresh, zone, now))
+    seen = shown | {f.id for f in fresh if f.kind == "memory"}
+    sections.append(Section(ALONG, tuple(a for a in along if a.memory_id not in seen)))
     kept = fit_sections(sections, budget)
     ids = tuple(line.memory_id for s in kept for line in s.lines if line.memory_id is not None)
     recalled = {f.id for f in fresh if f.kind == "memory"}
@@ -347,9 +372,31 @@ def compose(
         and r.valid_from >= standing_since
     )
     standing, this_turn = split_render(kept, new_ids)
+    offered = sum(len(s.lines) for s in sections)
+    relevant = next((len(s.lines) for s in kept if s.title == RELEVANT), 0)
     return AssembledContext(
-        render(kept), ids, tuple(i for i in ids if i in recalled), standing, this_turn
+        render(kept),
+        ids,
+        tuple(i for i in ids if i in recalled),
+        standing,
+        this_turn,
+        cut=offered > sum(len(s.lines) for s in kept),
+        recalled=relevant,
     )
+
+
+def diary_lines(days: Sequence[tuple[date, str]], budget_tokens: int) -> tuple[Line, ...]:
+    """'Tue 24 Nov: ...' per diary line, oldest first; within `budget_tokens` the newest
+    days are kept."""
+    kept: list[Line] = []
+    spent = 0
+    for day, text in reversed(days):
+        line = Line(f"{day:%a %-d %b}: {text}")
+        spent += estimate_tokens(line.text) + 1
+        if spent > budget_tokens:
+            break
+        kept.append(line)
+    return tuple(reversed(kept))
 
 
 async def assemble_context(

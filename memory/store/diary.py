@@ -12,9 +12,10 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Exists, Select, and_, bindparam, exists, select
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Exists, Select, and_, bindparam, exists, func, select
+from sqlalchemy.dialects.postgresql import JSONB, aggregate_order_by, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.store.log_statements import stored_messages
@@ -120,6 +121,48 @@ def notes_statement() -> Select[list[str]]:
 def notes_params(user_id: int, today: date) -> dict[str, object]:
     """The parameters of `notes_statement` for the person's local `today`."""
     return {"uid": user_id, "yesterday": today - timedelta(days=1)}
+
+
+def week_params(user_id: int, today: date) -> dict[str, object]:
+    """The parameters of `week_statement` (a superset of `notes_params`)."""
+    return notes_params(user_id, today) | {"week_from": today - timedelta(days=DIARY_DAYS)}
+
+
+DIARY_DAYS = 7
+"""How many days of diary lines a conversation's prompt carries (the days before today)."""
+
+
+@functools.cache
+def week_statement() -> Any:
+    """The diary's lines of the `DIARY_DAYS` days before the person's local today, oldest
+    first, as a JSON array of [local date, [lines]] (bound: those of `week_params`); an
+    entry is left out when anything was forgotten after it was written."""
+    forgotten_since = exists().where(
+        Memory.user_id == DiaryEntry.user_id,
+        Memory.status == "forgotten",
+        Memory.forgotten_at >= DiaryEntry.created_at,
+    )
+    pair = func.jsonb_build_array(DiaryEntry.local_date, DiaryEntry.lines)
+    return (
+        select(func.jsonb_agg(aggregate_order_by(pair, DiaryEntry.local_date), type_=JSONB))
+        .where(
+            DiaryEntry.user_id == bindparam("uid"),
+            DiaryEntry.local_date.between(bindparam("week_from"), bindparam("yesterday")),
+            func.cardinality(DiaryEntry.lines) > 0,
+            ~forgotten_since,
+            ~_tainted(),
+        )
+        .scalar_subquery()
+    )
+
+
+def week_lines(raw: object) -> tuple[tuple[date, str], ...]:
+    """The rows of `week_statement` as (local date, line) pairs, oldest first."""
+    pairs: list[tuple[date, str]] = []
+    for day, lines in raw if isinstance(raw, list) else ():
+        when = date.fromisoformat(str(day))
+        pairs.extend((when, str(line)) for line in lines)
+    return tuple(pairs)
 
 
 async def notes_to_self(

@@ -13,7 +13,13 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memory.store.binary_vector import BinaryVector
-from memory.store.records import ConversationSession, Person, StoredMessage, TokenUsage
+from memory.store.records import (
+    ConversationSession,
+    MemoryUse,
+    Person,
+    StoredMessage,
+    TokenUsage,
+)
 from memory.store.tables import Identity, Message, User
 from memory.store.tables import Session as SessionRow
 
@@ -166,6 +172,10 @@ def reply_statement(*, answers: bool) -> Any:
             output_tokens=bindparam("r_output_tokens"),
             cache_read_tokens=bindparam("r_cache_read_tokens"),
             cache_write_tokens=bindparam("r_cache_write_tokens"),
+            memory_tokens=bindparam("r_memory_tokens"),
+            memory_cut=bindparam("r_memory_cut"),
+            recalled=bindparam("r_recalled"),
+            degraded=bindparam("r_degraded"),
         )
         .returning(Message.id)
         .add_cte(
@@ -198,4 +208,14 @@ def usage_params(usage: TokenUsage | None) -> dict[str, Any]:
         "r_output_tokens": usage.output_tokens if usage else None,
         "r_cache_read_tokens": usage.cache_read_tokens if usage else None,
         "r_cache_write_tokens": usage.cache_write_tokens if usage else None,
+    }
+
+
+def memory_params(memory: MemoryUse | None) -> dict[str, Any]:
+    """The `r_memory_*` parameters of `reply_statement` (all None without memory)."""
+    return {
+        "r_memory_tokens": memory.tokens if memory else None,
+        "r_memory_cut": memory.cut if memory else None,
+        "r_recalled": memory.recalled if memory else None,
+        "r_degraded": memory.degraded if memory else None,
     }

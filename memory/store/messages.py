@@ -18,6 +18,7 @@ from memory.store.log_access import LogAccess
 from memory.store.log_statements import (
     UNEMBEDDED,
     current_session,
+    memory_params,
     reply_statement,
     to_message,
     to_person,
@@ -26,7 +27,7 @@ from memory.store.log_statements import (
 )
 from memory.store.people import resolve_person
 from memory.store.ports import EmbeddingError
-from memory.store.records import Inbound, StoredMessage, TokenUsage
+from memory.store.records import Inbound, MemoryUse, StoredMessage, TokenUsage
 from memory.store.tables import Identity, Message
 from memory.store.tables import Session as SessionRow
 
@@ -147,10 +148,12 @@ class SqlMessages(LogAccess):
         usage: TokenUsage | None = None,
         status: str = "stored",
         answers_through: int | None = None,
+        memory: MemoryUse | None = None,
     ) -> int:
         """Store one message of the companion's and return its id; with `answers_through`,
-        mark the person's waiting messages up to that id answered. One statement, so the
-        reply and the answered marks are stored together or not at all."""
+        mark the person's waiting messages up to that id answered; `memory` records what
+        its memory block cost. One statement, so the reply and the answered marks are
+        stored together or not at all."""
         embedding = await self._embedding(text) if status == "stored" else None
         params = {
             "r_uid": user_id,
@@ -163,6 +166,7 @@ class SqlMessages(LogAccess):
             "r_embedding": embedding,
             "r_through": answers_through,
             **usage_params(usage),
+            **memory_params(memory),
         }
         statement = reply_statement(answers=answers_through is not None)
         async with self._autocommit.begin() as db:  # no BEGIN or COMMIT when autocommit

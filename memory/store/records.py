@@ -66,6 +66,18 @@ class TokenUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryUse:
+    """What a reply's memory block cost: its estimated tokens, whether the budget cut
+    something, how many recalled items it showed and why recall was cut short, if it
+    was (`degraded`: 'recall_timeout', 'recall_error', 'context_timeout', ...)."""
+
+    tokens: int = 0
+    cut: bool = False
+    recalled: int = 0
+    degraded: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Inbound:
     """An inbound message after it was stored: who, in which session, and the row."""
 

@@ -13,6 +13,7 @@ from sqlalchemy import ColumnElement, Select, case, distinct, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 
+from memory.store.memory_stats import MemoryFigures, memory_figures
 from memory.store.tables import Memory, MemoryEvent, Message, Outreach, User
 from memory.store.tables import Session as SessionRow
 
@@ -64,6 +65,7 @@ class Figures:
     extraction_failed_attempts: int
     outreach: tuple[tuple[str, str, str, Windowed], ...]
     memories: tuple[tuple[str, str, int], ...]
+    memory_use: MemoryFigures | None = None
 
 
 def _counts(
@@ -113,6 +115,7 @@ async def collect_figures(sessions: async_sessionmaker[AsyncSession], now: datet
         ).one()
         outreach = await _outreach(db, day)
         memories = await _memories(db)
+        memory_use = await memory_figures(db, day)
     return Figures(
         now=now,
         people=people,
@@ -126,6 +129,7 @@ async def collect_figures(sessions: async_sessionmaker[AsyncSession], now: datet
         extraction_failed_attempts=int(failing[1]),
         outreach=outreach,
         memories=memories,
+        memory_use=memory_use,
     )
 
 

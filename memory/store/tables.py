@@ -252,6 +252,14 @@ class Message(Base):
     """The import this old message came from; its `created_at` is its original date."""
     author: Mapped[str | None] = mapped_column(String(200))
     """Who wrote an imported message, as the export names them."""
+    memory_tokens: Mapped[int | None] = mapped_column(Integer)
+    """A reply's memory block, in estimated tokens (None: no memory in its prompt)."""
+    memory_cut: Mapped[bool | None] = mapped_column(Boolean)
+    """Whether the memory budget left something out of that block."""
+    recalled: Mapped[int | None] = mapped_column(SmallInteger)
+    """How many recalled items (memories and past messages) the block showed."""
+    degraded: Mapped[str | None] = mapped_column(String(16))
+    """Why the block was cut short ('recall_timeout', 'context_error', ...), else None."""
 
 
 class Import(Base):
