@@ -19,7 +19,7 @@ from bot import metrics
 from bot.bootstrap import Core, build_core
 from bot.config import Settings
 from bot.conversation import Conversation, handle_message
-from bot.domain import IncomingMessage
+from bot.domain import IncomingMessage, Reply
 from bot.llm import ToolCall, ToolSpec
 from bot.prompting import MemoryContext, TurnWindow
 from memory.recall.context import ALONG, DIARY, RELEVANT
@@ -338,6 +338,12 @@ class BrokenGateway:
         raise AssertionError("no tools are offered")
 
     def after_turn(self, person: Person, inbound: Inbound, window: TurnWindow) -> None:
+        pass
+
+    async def with_turn_notice(self, person: Person, message_id: int, reply: Reply) -> Reply:
+        return reply
+
+    def turn_over(self, person: Person, message_id: int) -> None:
         pass
 
 
