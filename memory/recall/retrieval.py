@@ -76,7 +76,8 @@ class Tuning:
     window_weight: float = 1.0  # rows from the time the query names ("last summer"); 0 = off
     session_weight: float = 1.0  # a turn's session, by how well its summary matches; 0 = off
     session_units: int = 3  # every turn of this many best-matching sessions is a candidate
-    unit_weight: float = 1.0  # a turn's session, by its summary's best sentence (cosine)
+    unit_weight: float = 1.5  # a turn's session, by its summary's best sentence (cosine)
+    unit_sessions: int = 3  # every turn of this many sessions so ranked is a candidate
     entity_docs: int = 3  # the second hop follows names in this many best messages; 0 = off
     entity_names: int = 6
     entity_weight: float = 0.5  # messages ranked by the names so found, as one more list
@@ -372,7 +373,8 @@ _WITH_VECTORS = {
                 THEN row_number() OVER (ORDER BY v >= s.min_sim DESC, cv DESC, id DESC) END""",
     "wrank": """CASE WHEN inw
                 THEN row_number() OVER (ORDER BY inw DESC, cv DESC, id DESC) END""",
-    "kept": "r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n OR r.srank <= :s_top",
+    "kept": "r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n OR r.srank <= :s_top"
+    " OR r.svrank <= :u_top",
 }
 _WORDS_ONLY = {
     "doc_vectors": "",
@@ -382,7 +384,8 @@ _WORDS_ONLY = {
     "spread_vectors": "",
     "vrank": "CAST(NULL AS bigint)",
     "wrank": "CAST(NULL AS bigint)",
-    "kept": "r.trank <= :n OR r.srank <= :s_top OR r.erank <= :n OR r.id = ANY (:also)",
+    "kept": "r.trank <= :n OR r.srank <= :s_top OR r.svrank <= :u_top OR r.erank <= :n"
+    " OR r.id = ANY (:also)",
 }
 
 
@@ -546,6 +549,7 @@ async def candidates(
         "entities": clean_query(" ".join(names)),
         "s_top": tuning.session_units if tuning.session_weight > 0 else 0,
         "unit_weight": tuning.unit_weight,
+        "u_top": tuning.unit_sessions if tuning.unit_weight > 0 else 0,
         "centre": 1.0 if tuning.centre_vectors else 0.0,
         "centre_prior": max(0.0, tuning.centre_prior),
         "centre_window": max(1, tuning.centre_window),
@@ -565,6 +569,7 @@ async def candidates(
             "centre_window",
             "s_top",
             "unit_weight",
+            "u_top",
         )
     elif words_only_keeping is not None:
         unused += ("centre", "centre_prior", "centre_window")

@@ -10,7 +10,6 @@ when it fails) a summary simply has no units and is found by its words alone.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 import structlog
 from pgvector import Vector
@@ -39,7 +38,7 @@ async def summary_vectors(embedder: Embedder | None, summary: str) -> list[Vecto
     if embedder is None or not sentences:
         return None
     try:
-        rows: Sequence[Sequence[float]] = await embedder.embed(sentences)
+        rows = await embedder.embed(sentences)
     except EmbeddingError as exc:
         log.warning("memory.summary_units_failed", error=type(exc).__name__)
         return None
