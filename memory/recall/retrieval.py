@@ -1,15 +1,17 @@
 """Hybrid recall: what this person said or what is remembered about them, for one query.
 
 One SQL statement ranks the person's own rows, exactly (no approximate index), in up to
-five lists: pgvector cosine similarity; BM25 over the english tsvector, with IDF taken
+six lists: pgvector cosine similarity; BM25 over the english tsvector, with IDF taken
 from the person's own rows and OR semantics over the query's stemmed, stop-word-free
 terms; the rows from the time the query names ("last summer", "in May": `when.py`), by
 cosine; for a message, its session, by BM25 of the session's summary among the
-person's summaries (the best sessions' turns all become candidates: a summary is a unit
-of recall beside single turns); and, on the second pass, the messages using names the
-first pass's best messages used (`entities.py`: the second hop). A message's text
-scores also borrow from its neighbours in the same session, because a reply ("yes, it
-went great") is about what the turn before it said. Message cosines are taken after
+person's summaries, and by the cosine of the summary's best sentence (each sentence is
+embedded on its own, `memory.store.summary_units`; in both, the best sessions' turns
+all become candidates: a summary is a unit of recall beside single turns); and, on
+the second pass, the messages using names the first pass's best messages used
+(`entities.py`: the second hop). A message's text scores also borrow from its
+neighbours in the same session, because a reply ("yes, it went great") is about what
+the turn before it said. Message cosines are taken after
 removing the (shrunk) mean vector of the person's latest messages, and every row also
 reports its coverage: the IDF-weighted share of the query's terms found in it (and, for
 a message, in the turns either side). Python then fuses the ranks by weighted
@@ -78,6 +80,7 @@ class Tuning:
     session_units: int = 3  # every turn of this many best-matching sessions is a candidate
     unit_weight: float = 1.5  # a turn's session, by its summary's best sentence (cosine)
     unit_sessions: int = 3  # every turn of this many sessions so ranked is a candidate
+    unit_window: int = 400  # the person's latest summaries so ranked: a bounded cost
     entity_docs: int = 3  # the second hop follows names in this many best messages; 0 = off
     entity_names: int = 6
     entity_weight: float = 0.5  # messages ranked by the names so found, as one more list
@@ -404,12 +407,16 @@ s_ranked AS (
     FROM s_bm25 WHERE score > 0
 ),
 s_units AS (
-    SELECT s.id AS session_id,
-           row_number() OVER (ORDER BY max(-(u.vec <#> q.vec)) DESC, s.id DESC) AS svrank
-    FROM sessions AS s CROSS JOIN q CROSS JOIN LATERAL unnest(s.summary_vectors) AS u(vec)
-    WHERE s.user_id = :uid AND s.summary <> '' AND CAST(:unit_weight AS float8) > 0
-      AND vector_dims(u.vec) = vector_dims(q.vec)
-    GROUP BY s.id
+    SELECT s.session_id,
+           row_number() OVER (ORDER BY max(-(u.vec <#> q.vec)) DESC, s.session_id DESC)
+               AS svrank
+    FROM (SELECT id AS session_id, summary_vectors FROM sessions
+          WHERE user_id = :uid AND summary <> '' AND summary_vectors IS NOT NULL
+            AND CAST(:unit_weight AS float8) > 0
+          ORDER BY id DESC LIMIT :unit_window) AS s
+    CROSS JOIN q CROSS JOIN LATERAL unnest(s.summary_vectors) AS u(vec)
+    WHERE vector_dims(u.vec) = vector_dims(q.vec)
+    GROUP BY s.session_id
 )"""
 )
 
@@ -550,6 +557,7 @@ async def candidates(
         "s_top": tuning.session_units if tuning.session_weight > 0 else 0,
         "unit_weight": tuning.unit_weight,
         "u_top": tuning.unit_sessions if tuning.unit_weight > 0 else 0,
+        "unit_window": max(1, tuning.unit_window),
         "centre": 1.0 if tuning.centre_vectors else 0.0,
         "centre_prior": max(0.0, tuning.centre_prior),
         "centre_window": max(1, tuning.centre_window),
@@ -570,6 +578,7 @@ async def candidates(
             "s_top",
             "unit_weight",
             "u_top",
+            "unit_window",
         )
     elif words_only_keeping is not None:
         unused += ("centre", "centre_prior", "centre_window")
