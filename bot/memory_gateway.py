@@ -321,6 +321,7 @@ class MemoryServices:
                     writer=self._writer,
                     timezone=person.timezone,
                     budget_tokens=window.budget_tokens,
+                    embedder=self._embedder,
                 ),
                 key=f"summary:{inbound.session.id}",
             )

@@ -167,7 +167,9 @@ async def _merge(deps: SchedulerDeps, claimed: _Claimed, now: datetime) -> int:
 async def _rebuild_summaries(deps: SchedulerDeps, people: list[tuple[int, str]]) -> int:
     """Summaries dropped because words in them were forgotten or restored, written again
     from what is visible now."""
-    return await rebuild_stale_summaries(deps.sessions, people=people, llm=deps.tool_caller)
+    return await rebuild_stale_summaries(
+        deps.sessions, people=people, llm=deps.tool_caller, embedder=deps.embedder
+    )
 
 
 async def patrol_batch(deps: SchedulerDeps, report: PatrolReport) -> bool:

@@ -111,7 +111,10 @@ async def _drop_summaries(db: AsyncSession, *, user_id: int, session_ids: set[in
             update(Session)
             .where(Session.user_id == user_id, Session.id.in_(session_ids))
             .values(
-                summary="", summarized_through=None, summary_stale=Session.closed_at.is_not(None)
+                summary="",
+                summarized_through=None,
+                summary_stale=Session.closed_at.is_not(None),
+                summary_vectors=None,
             )
         )
 

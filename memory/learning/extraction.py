@@ -134,7 +134,12 @@ async def extract_session(
     outcome = replace(outcome, skipped=outcome.skipped + run.dropped)
     if summarise and read.closed and not run.has_more:
         await summarise_closed_session(
-            sessions=sessions, user_id=user_id, session_id=session_id, llm=llm, timezone=timezone
+            sessions=sessions,
+            user_id=user_id,
+            session_id=session_id,
+            llm=llm,
+            timezone=timezone,
+            embedder=embedder,
         )
     log.info(
         "memory.extracted",

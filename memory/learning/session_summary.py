@@ -28,7 +28,7 @@ from memory.learning.extraction_prompt import ToolSchema, strip_memory_blocks
 from memory.local_time import zone_of
 from memory.person_words import DATA_RULE, conversation, element
 from memory.recall.tokens import estimate_tokens
-from memory.store.ports import TextWriter, ToolCaller
+from memory.store.ports import Embedder, TextWriter, ToolCaller
 from memory.store.records import StoredMessage
 from memory.store.statuses import UNSHOWN_STATUSES
 from memory.store.summaries import (
@@ -37,6 +37,7 @@ from memory.store.summaries import (
     summary_source,
     take_stale_summaries,
 )
+from memory.store.summary_units import summary_vectors
 
 log = structlog.get_logger(__name__)
 
@@ -112,9 +113,11 @@ async def _write(
     source: SummarySource,
     ask: Ask,
     timezone: str,
+    embedder: Embedder | None = None,
 ) -> bool:
-    """Ask the model for the summary of `source` and store it; True when stored. A model
-    failure (or an empty answer) is logged and changes nothing."""
+    """Ask the model for the summary of `source` and store it, with its sentences'
+    vectors when there is an `embedder`; True when stored. A model failure (or an empty
+    answer) is logged and changes nothing."""
     try:
         answer = await ask(summary_prompt(source.earlier, source.messages, zone_of(timezone)))
         summary = answer.strip()[:MAX_SUMMARY_CHARS]
@@ -126,7 +129,12 @@ async def _write(
         )
         return False
     stored = await store_summary(
-        sessions, user_id=user_id, session_id=session_id, summary=summary, source=source
+        sessions,
+        user_id=user_id,
+        session_id=session_id,
+        summary=summary,
+        source=source,
+        vectors=await summary_vectors(embedder, summary),
     )
     log.info(
         "memory.session_summarised",
@@ -176,6 +184,7 @@ async def summarise_closed_session(
     session_id: int,
     llm: ToolCaller | None,
     timezone: str,
+    embedder: Embedder | None = None,
 ) -> bool:
     """Write how a closed session went into its summary; True when one was stored.
 
@@ -192,7 +201,7 @@ async def summarise_closed_session(
     source = _shown(source)
     if not any(m.role == "user" for m in source.messages):
         return False
-    return await _write(sessions, user_id, session_id, source, by_tool(llm), timezone)
+    return await _write(sessions, user_id, session_id, source, by_tool(llm), timezone, embedder)
 
 
 async def fold_running_summary(
@@ -203,6 +212,7 @@ async def fold_running_summary(
     writer: TextWriter | None,
     timezone: str,
     budget_tokens: int,
+    embedder: Embedder | None = None,
 ) -> bool:
     """While a session goes on, fold its older turns into its running summary once its
     turns pass 80% of the budget (see `split_for_summary`); True when folded. No message
@@ -218,7 +228,7 @@ async def fold_running_summary(
     older = _shown(replace(source, messages=split[0]))
     if not older.messages:
         return False
-    return await _write(sessions, user_id, session_id, older, in_words(writer), timezone)
+    return await _write(sessions, user_id, session_id, older, in_words(writer), timezone, embedder)
 
 
 async def rebuild_stale_summaries(
@@ -226,6 +236,7 @@ async def rebuild_stale_summaries(
     *,
     people: Sequence[tuple[int, str]],
     llm: ToolCaller | None,
+    embedder: Embedder | None = None,
 ) -> int:
     """Write again the summaries of these people's closed sessions that were dropped
     because words in them were forgotten or restored (`people`: user id and timezone),
@@ -242,5 +253,6 @@ async def rebuild_stale_summaries(
             session_id=session_id,
             llm=llm,
             timezone=zones[user_id],
+            embedder=embedder,
         )
     return written

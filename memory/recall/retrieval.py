@@ -1,15 +1,17 @@
 """Hybrid recall: what this person said or what is remembered about them, for one query.
 
 One SQL statement ranks the person's own rows, exactly (no approximate index), in up to
-five lists: pgvector cosine similarity; BM25 over the english tsvector, with IDF taken
+six lists: pgvector cosine similarity; BM25 over the english tsvector, with IDF taken
 from the person's own rows and OR semantics over the query's stemmed, stop-word-free
 terms; the rows from the time the query names ("last summer", "in May": `when.py`), by
 cosine; for a message, its session, by BM25 of the session's summary among the
-person's summaries (the best sessions' turns all become candidates: a summary is a unit
-of recall beside single turns); and, on the second pass, the messages using names the
-first pass's best messages used (`entities.py`: the second hop). A message's text
-scores also borrow from its neighbours in the same session, because a reply ("yes, it
-went great") is about what the turn before it said. Message cosines are taken after
+person's summaries, and by the cosine of the summary's best sentence (each sentence is
+embedded on its own, `memory.store.summary_units`; in both, the best sessions' turns
+all become candidates: a summary is a unit of recall beside single turns); and, on
+the second pass, the messages using names the first pass's best messages used
+(`entities.py`: the second hop). A message's text scores also borrow from its
+neighbours in the same session, because a reply ("yes, it went great") is about what
+the turn before it said. Message cosines are taken after
 removing the (shrunk) mean vector of the person's latest messages, and every row also
 reports its coverage: the IDF-weighted share of the query's terms found in it (and, for
 a message, in the turns either side). Python then fuses the ranks by weighted
@@ -78,6 +80,9 @@ class Tuning:
     window_weight: float = 1.0  # rows from the time the query names ("last summer"); 0 = off
     session_weight: float = 1.0  # a turn's session, by how well its summary matches; 0 = off
     session_units: int = 3  # every turn of this many best-matching sessions is a candidate
+    unit_weight: float = 1.5  # a turn's session, by its summary's best sentence (cosine)
+    unit_sessions: int = 3  # every turn of this many sessions so ranked is a candidate
+    unit_window: int = 400  # the person's latest summaries so ranked: a bounded cost
     entity_docs: int = 3  # the second hop follows names in this many best messages; 0 = off
     entity_names: int = 6
     entity_weight: float = 0.5  # messages ranked by the names so found, as one more list
@@ -90,6 +95,7 @@ PREVIOUS_TUNING = Tuning(
     memory_min_similarity=0.2,
     window_weight=0.0,
     session_weight=0.0,
+    unit_weight=0.0,
     entity_docs=0,
 )
 
@@ -135,6 +141,7 @@ class Candidate:
     coverage: float = 0.0
     window_rank: int | None = None  # among rows from the time the query names, by cosine
     session_rank: int | None = None  # its session's summary among the person's summaries
+    unit_rank: int | None = None  # its session by its summary's best sentence, by cosine
     entity_rank: int | None = None  # by the names it shares with the first hop's best rows
     status: str | None = None
     expires_at: datetime | None = None
@@ -173,6 +180,7 @@ def fused_score(candidate: Candidate, *, mode: Mode, tuning: Tuning, now: dateti
     if mode == "hybrid":
         lists.append((candidate.window_rank, tuning.window_weight))
         lists.append((candidate.session_rank, tuning.session_weight))
+        lists.append((candidate.unit_rank, tuning.unit_weight))
         lists.append((candidate.entity_rank, tuning.entity_weight))
     score = rrf_score(lists, tuning.rrf_k)
     if score > 0.0 and mode != "vector":
@@ -361,14 +369,15 @@ m_spread AS (
     FROM m_scored WINDOW w AS (PARTITION BY session_id ORDER BY id)
 ),
 m_ranked AS (
-    SELECT id, {vrank} AS vrank, {wrank} AS wrank, sr.srank, ml.erank,
+    SELECT id, {vrank} AS vrank, {wrank} AS wrank, sr.srank, su.svrank, ml.erank,
            CASE WHEN t > 0 THEN row_number() OVER (ORDER BY t DESC, id DESC) END AS trank,
            matched || near AS window_terms
     FROM m_spread LEFT JOIN s_ranked AS sr USING (session_id) LEFT JOIN m_linked AS ml USING (id)
+    LEFT JOIN s_units AS su USING (session_id)
     CROSS JOIN m_stats AS s
 ),
 m_top AS MATERIALIZED (
-    SELECT r.id, r.vrank, r.trank, r.wrank, r.srank, r.erank,
+    SELECT r.id, r.vrank, r.trank, r.wrank, r.srank, r.svrank, r.erank,
            coalesce((SELECT sum(i.idf) FROM m_idf AS i
                      WHERE i.original AND i.lexeme = ANY (r.window_terms)), 0) / qi.total
                AS coverage
@@ -390,7 +399,8 @@ _WITH_VECTORS = {
                 THEN row_number() OVER (ORDER BY v >= s.min_sim DESC, cv DESC, id DESC) END""",
     "wrank": """CASE WHEN inw
                 THEN row_number() OVER (ORDER BY inw DESC, cv DESC, id DESC) END""",
-    "kept": "r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n OR r.srank <= :s_top",
+    "kept": "r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n OR r.srank <= :s_top"
+    " OR r.svrank <= :u_top",
 }
 _WORDS_ONLY = {
     "doc_vectors": "",
@@ -400,7 +410,8 @@ _WORDS_ONLY = {
     "spread_vectors": "",
     "vrank": "CAST(NULL AS bigint)",
     "wrank": "CAST(NULL AS bigint)",
-    "kept": "r.trank <= :n OR r.srank <= :s_top OR r.erank <= :n OR r.id = ANY (:also)",
+    "kept": "r.trank <= :n OR r.srank <= :s_top OR r.svrank <= :u_top OR r.erank <= :n"
+    " OR r.id = ANY (:also)",
 }
 
 
@@ -417,6 +428,18 @@ s_docs AS MATERIALIZED (
 s_ranked AS (
     SELECT id AS session_id, row_number() OVER (ORDER BY score DESC, id DESC) AS srank
     FROM s_bm25 WHERE score > 0
+),
+s_units AS (
+    SELECT s.session_id,
+           row_number() OVER (ORDER BY max(-(u.vec <#> q.vec)) DESC, s.session_id DESC)
+               AS svrank
+    FROM (SELECT id AS session_id, summary_vectors FROM sessions
+          WHERE user_id = :uid AND summary <> '' AND summary_vectors IS NOT NULL
+            AND CAST(:unit_weight AS float8) > 0
+          ORDER BY id DESC LIMIT :unit_window) AS s
+    CROSS JOIN q CROSS JOIN LATERAL unnest(s.summary_vectors) AS u(vec)
+    WHERE vector_dims(u.vec) = vector_dims(q.vec)
+    GROUP BY s.session_id
 )"""
 )
 
@@ -463,8 +486,8 @@ k_ranked AS (
 
 _SELECT_MESSAGES = """
 SELECT 'message' AS kind, m.id, r.vrank AS vector_rank, r.trank AS text_rank,
-       r.wrank AS window_rank, r.srank AS session_rank, r.erank AS entity_rank,
-       m.content, m.created_at,
+       r.wrank AS window_rank, r.srank AS session_rank, r.svrank AS unit_rank,
+       r.erank AS entity_rank, m.content, m.created_at,
        NULL::int AS short_id, NULL AS tier, NULL AS category, NULL::float AS importance,
        NULL::float AS confidence, NULL::timestamptz AS event_at, m.role, m.platform_message_id,
        CAST(r.coverage AS float8) AS coverage, NULL AS status, NULL::timestamptz AS expires_at,
@@ -475,8 +498,8 @@ FROM m_top AS r CROSS JOIN LATERAL (
 
 _SELECT_MEMORIES = """
 SELECT 'memory' AS kind, k.id, r.vrank AS vector_rank, r.trank AS text_rank,
-       r.wrank AS window_rank, NULL::bigint AS session_rank, NULL::bigint AS entity_rank,
-       k.content, k.created_at,
+       r.wrank AS window_rank, NULL::bigint AS session_rank, NULL::bigint AS unit_rank,
+       NULL::bigint AS entity_rank, k.content, k.created_at,
        k.short_id, k.tier, k.category, k.importance, k.confidence, k.event_at,
        NULL AS role, NULL AS platform_message_id, CAST(r.coverage AS float8) AS coverage,
        k.status, k.expires_at, k.unsure, k.last_confirmed_at
@@ -750,6 +773,9 @@ async def candidates(
         "fb_weight": tuning.feedback_weight,
         "entities": clean_query(" ".join(names)),
         "s_top": tuning.session_units if tuning.session_weight > 0 else 0,
+        "unit_weight": tuning.unit_weight,
+        "u_top": tuning.unit_sessions if tuning.unit_weight > 0 else 0,
+        "unit_window": max(1, tuning.unit_window),
         "centre": 1.0 if tuning.centre_vectors else 0.0,
         "centre_prior": max(0.0, tuning.centre_prior),
         "centre_window": max(1, tuning.centre_window),
@@ -760,7 +786,18 @@ async def candidates(
         params |= {"also": sorted({int(i) for i in words_only_keeping})}
     unused: tuple[str, ...] = () if memories else ("k_min_sim",)
     if not messages:
-        unused = ("exclude_session", "n1", "n2", "centre", "centre_prior", "centre_window", "s_top")
+        unused = (
+            "exclude_session",
+            "n1",
+            "n2",
+            "centre",
+            "centre_prior",
+            "centre_window",
+            "s_top",
+            "unit_weight",
+            "u_top",
+            "unit_window",
+        )
     elif words_only_keeping is not None:
         unused += ("centre", "centre_prior", "centre_window")
     params = {key: v for key, v in params.items() if key not in unused}

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 
 from memory.store.log_access import LogAccess
+from memory.store.summary_units import summary_vectors
 from memory.store.tables import Session as SessionRow
 
 
@@ -36,10 +37,12 @@ class SqlSessions(LogAccess):
     async def save_summary(
         self, *, user_id: int, session_id: int, summary: str, through_id: int
     ) -> None:
-        """Replace the running summary, now covering messages up to `through_id`."""
+        """Replace the running summary, now covering messages up to `through_id` (and its
+        sentences' vectors, with the store's embedder)."""
+        vectors = await summary_vectors(self._embedder, summary)
         async with self._sessions.begin() as db:
             await db.execute(
                 update(SessionRow)
                 .where(SessionRow.id == session_id, SessionRow.user_id == user_id)
-                .values(summary=summary, summarized_through=through_id)
+                .values(summary=summary, summarized_through=through_id, summary_vectors=vectors)
             )

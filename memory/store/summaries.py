@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pgvector import Vector
 from sqlalchemy import exists, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -70,9 +71,11 @@ async def store_summary(
     session_id: int,
     summary: str,
     source: SummarySource,
+    vectors: list[Vector] | None = None,
 ) -> bool:
     """Store the summary, now covering `source`'s messages, unless one of them was hidden
-    meanwhile or the summary it built on changed; True when stored.
+    meanwhile or the summary it built on changed; True when stored. `vectors` are its
+    sentences' (`summary_units`), stored with it (None: it has none).
 
     The session row is locked first: a concurrent erasure either committed before (and
     is seen here) or clears this summary after.
@@ -98,7 +101,12 @@ async def store_summary(
         await db.execute(
             update(SessionRow)
             .where(SessionRow.id == session_id, SessionRow.user_id == user_id)
-            .values(summary=summary, summarized_through=read_ids[-1], summary_stale=False)
+            .values(
+                summary=summary,
+                summarized_through=read_ids[-1],
+                summary_stale=False,
+                summary_vectors=vectors,
+            )
         )
     return True
 

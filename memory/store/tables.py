@@ -195,6 +195,9 @@ class Session(Base):
         TSVECTOR, Computed("to_tsvector('english', summary)", persisted=True), **UNLOADED
     )
     """The summary's lexemes: recall ranks summaries as units beside single turns."""
+    summary_vectors: Mapped[list[Any] | None] = mapped_column(ARRAY(BinaryVector()), **UNLOADED)
+    """One vector per sentence of the summary (`summary_units`), written and cleared with it;
+    recall ranks sessions by their best sentence's cosine."""
 
 
 class Message(Base):

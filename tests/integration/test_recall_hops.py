@@ -17,7 +17,9 @@ from tests.conftest import FakeClock
 from tests.integration.test_retrieval import say
 
 Sessions = async_sessionmaker[AsyncSession]
-PLAIN = replace(DEFAULT_TUNING, window_weight=0.0, session_weight=0.0, entity_docs=0)
+PLAIN = replace(
+    DEFAULT_TUNING, window_weight=0.0, session_weight=0.0, unit_weight=0.0, entity_docs=0
+)
 
 
 @pytest.fixture(scope="module")
