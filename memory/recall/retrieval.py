@@ -417,18 +417,7 @@ _WORDS_ONLY = {
 
 # Session summaries as units: BM25 over the person's summaries (IDF from them), each
 # summary's rank lent to the turns of its session as one more ranked list.
-_SUMMARIES = (
-    """,
-s_docs AS MATERIALIZED (
-    SELECT s.id, s.summary_tsv AS tsv FROM sessions AS s
-    WHERE s.user_id = :uid AND s.summary <> ''
-),"""
-    + _BM25.format(p="s")
-    + """,
-s_ranked AS (
-    SELECT id AS session_id, row_number() OVER (ORDER BY score DESC, id DESC) AS srank
-    FROM s_bm25 WHERE score > 0
-),
+_UNITS = """
 s_units AS (
     SELECT s.session_id,
            row_number() OVER (ORDER BY max(-(u.vec <#> q.vec)) DESC, s.session_id DESC)
@@ -441,6 +430,22 @@ s_units AS (
     WHERE vector_dims(u.vec) = vector_dims(q.vec)
     GROUP BY s.session_id
 )"""
+"""Sessions by their summary's best sentence (cosine to the query's vector)."""
+
+
+_SUMMARIES = (
+    """,
+s_docs AS MATERIALIZED (
+    SELECT s.id, s.summary_tsv AS tsv FROM sessions AS s
+    WHERE s.user_id = :uid AND s.summary <> ''
+),"""
+    + _BM25.format(p="s")
+    + """,
+s_ranked AS (
+    SELECT id AS session_id, row_number() OVER (ORDER BY score DESC, id DESC) AS srank
+    FROM s_bm25 WHERE score > 0
+),"""
+    + _UNITS
 )
 
 
@@ -519,7 +524,7 @@ _RANKS_COLUMNS = """,
 _RANKS_ROW = """
 UNION ALL
 SELECT 'ranks', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        array_agg(id), {r_1}, {r_2}, {r_3}, {r_cov}
 FROM {source}"""
 
@@ -551,9 +556,11 @@ _MESSAGE_VECTOR_RANKS = (
     """
 q AS MATERIALIZED (SELECT CAST(:qvec AS vector) AS vec),"""
     + _MESSAGE_CENTRE
-    + """
+    + _UNITS
+    + """,
 m_docs AS MATERIALIZED (
-    SELECT m.id, coalesce(m.created_at >= :w_start AND m.created_at < :w_end, false) AS inw,
+    SELECT m.id, m.session_id,
+           coalesce(m.created_at >= :w_start AND m.created_at < :w_end, false) AS inw,
            coalesce(1 - (m.embedding <=> q.vec), -1) AS v,
            coalesce(-(m.embedding <#> q.vec), 0) AS dq,
            coalesce(-(m.embedding <#> c.mu), 0) * c.shrink AS dm
@@ -562,25 +569,25 @@ m_docs AS MATERIALIZED (
       AND m.session_id IS DISTINCT FROM CAST(:exclude_session AS bigint)
 ),
 m_all AS MATERIALIZED (
-    SELECT id, vrank, wrank FROM (
-        SELECT id,
+    SELECT id, vrank, wrank, svrank FROM (
+        SELECT id, session_id,
                CASE WHEN v >= CAST(:min_sim AS float8)
                     THEN row_number() OVER (ORDER BY v >= CAST(:min_sim AS float8) DESC,
                                                      cv DESC, id DESC) END AS vrank,
                CASE WHEN inw
                     THEN row_number() OVER (ORDER BY inw DESC, cv DESC, id DESC) END AS wrank
-        FROM (SELECT d.id, d.inw, d.v,
+        FROM (SELECT d.id, d.session_id, d.inw, d.v,
                      (d.dq - d.dm - c.qm + c.mm)
                          / sqrt(greatest((1 - 2 * d.dm + c.mm) * (1 - 2 * c.qm + c.mm), 1e-12))
                          AS cv
               FROM m_docs AS d CROSS JOIN m_centre AS c) AS scored
-    ) AS ranked
-    WHERE vrank IS NOT NULL OR wrank IS NOT NULL
+    ) AS ranked LEFT JOIN s_units AS su USING (session_id)
+    WHERE vrank IS NOT NULL OR wrank IS NOT NULL OR su.svrank IS NOT NULL
 ),
 m_top AS (
     SELECT id, vrank, CAST(NULL AS bigint) AS trank, wrank, CAST(NULL AS bigint) AS srank,
-           CAST(NULL AS bigint) AS erank, CAST(0 AS float8) AS coverage
-    FROM m_all WHERE vrank <= :n OR wrank <= :n
+           svrank, CAST(NULL AS bigint) AS erank, CAST(0 AS float8) AS coverage
+    FROM m_all WHERE vrank <= :n OR wrank <= :n OR svrank <= :u_top
 )"""
 )
 
@@ -657,7 +664,8 @@ def _half_statement(half: Half, dim: int) -> Any:
         body = (
             "WITH " + _MESSAGE_VECTOR_RANKS
             + _with_ranks(
-                _SELECT_MESSAGES, r_1="array_agg(vrank)", r_2="array_agg(wrank)", source="m_all"
+                _SELECT_MESSAGES, r_1="array_agg(vrank)", r_2="array_agg(wrank)",
+                r_3="array_agg(svrank)", source="m_all",
             )
         )  # fmt: skip
     elif half == "memory words":
@@ -955,6 +963,9 @@ def _params(tuning: Tuning, **values: object) -> dict[str, object]:
         "fb_terms": max(0, tuning.feedback_terms),
         "fb_weight": tuning.feedback_weight,
         "s_top": tuning.session_units if tuning.session_weight > 0 else 0,
+        "unit_weight": tuning.unit_weight,
+        "u_top": tuning.unit_sessions if tuning.unit_weight > 0 else 0,
+        "unit_window": max(1, tuning.unit_window),
         "centre": 1.0 if tuning.centre_vectors else 0.0,
         "centre_prior": max(0.0, tuning.centre_prior),
         "centre_window": max(1, tuning.centre_window),
@@ -1019,6 +1030,7 @@ def _joined(kind: Kind, words: _Half, vectors: _Half) -> list[Candidate]:
         if kind == "message":
             values |= {
                 "session_rank": by_word.get("r_2", empty).get(row_id),
+                "unit_rank": by_vector.get("r_3", empty).get(row_id),
                 "entity_rank": by_word.get("r_3", empty).get(row_id),
             }
         found.append(Candidate(**values))
@@ -1076,7 +1088,11 @@ async def first_pass(
         )
         return vector, list(halves)
 
-    words = asyncio.gather(*(_half(sessions, half, dim=dim, params=params) for _, half, _ in kinds))
+    # Summary sentences are ranked by vector: in the vector halves only.
+    by_words = params | {"unit_weight": 0.0, "u_top": 0}
+    words = asyncio.gather(
+        *(_half(sessions, half, dim=dim, params=by_words) for _, half, _ in kinds)
+    )
     try:
         vector, vector_halves = await by_vector()
     except BaseException:
