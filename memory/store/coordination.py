@@ -60,6 +60,16 @@ ON CONFLICT (key) DO UPDATE SET
 RETURNING allowed
 """)
 
+# What no longer coordinates anything: ran-out claims, bursts and buckets quiet for long
+# (a bucket that long untouched is full again; an hour forgives even the slowest rate).
+_PRUNE = (
+    text("DELETE FROM turn_claims WHERE expires_at < clock_timestamp()"),
+    text("DELETE FROM burst_marks WHERE last_at < clock_timestamp() - make_interval(secs => :s)"),
+    text(
+        "DELETE FROM rate_buckets WHERE updated_at < clock_timestamp() - make_interval(secs => :s)"
+    ),
+)
+
 _ADVISORY = text("SELECT pg_advisory_xact_lock(:space, :key)")
 ADVISORY_SPACE = 21_021
 """The first key of the turn advisory locks (the second is the person, modulo 2^31)."""
@@ -115,3 +125,13 @@ class SqlCoordination:
         params = {"key": key, "rate": per_minute / 60.0, "burst": float(burst)}
         async with self._autocommit() as db:
             return bool((await db.execute(_TAKE, params)).scalar())
+
+    async def prune(self, *, quiet_seconds: float = 3600.0) -> int:
+        """Delete ran-out claims and burst marks and buckets quiet for `quiet_seconds`
+        (their keys name platform ids: kept no longer than they matter); how many."""
+        removed = 0
+        async with self._autocommit() as db:
+            for statement in _PRUNE:
+                result = await db.execute(statement, {"s": quiet_seconds})
+                removed += result.rowcount or 0  # type: ignore[attr-defined]
+        return removed

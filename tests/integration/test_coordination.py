@@ -181,3 +181,18 @@ async def test_the_rate_limit_counts_every_processes_messages(engine: AsyncEngin
 
     assert taken == [True, True, True, False, False]
     assert await one.take(43)  # someone else's bucket
+
+
+async def test_what_no_longer_coordinates_anything_is_pruned(engine: AsyncEngine, db: Db) -> None:
+    user = await a_person(db)
+    store = coordination(engine)
+    assert await store.claim_turn(user, "gone", lease=1.0)
+    await store.mark_burst("t:1:1")
+    await store.take_token("t:1", per_minute=20, burst=8)
+    assert await store.prune() == 0  # all still matter
+    await asyncio.sleep(1.2)
+
+    assert await store.prune(quiet_seconds=1.0) == 3
+    async with db() as session:
+        for table in ("turn_claims", "burst_marks", "rate_buckets"):
+            assert (await session.execute(text(f"SELECT count(*) FROM {table}"))).scalar() == 0
