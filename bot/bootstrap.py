@@ -293,6 +293,8 @@ async def build_core(
         embedded=embedded,
         coordination=coordination,
     )
+    if isinstance(conversation.turns, SharedTurnLocks):
+        core.closers.append(conversation.turns.aclose)
     for client in (model, embedder):
         closer = getattr(client, "aclose", None)
         if closer is not None:

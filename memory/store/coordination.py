@@ -10,6 +10,7 @@ that runs out after its lease; the advisory lock goes with its connection.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -18,15 +19,23 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memory.store.database import Database
 
-# Taken when free or when the holder's lease ran out (a process that died, or stalled).
+# Taken when free, when the holder's lease ran out (a process that stalled), or when the
+# holder's liveness lock is gone (a process that died: its connection closed).
 _CLAIM = text("""
-INSERT INTO turn_claims AS c (user_id, holder, expires_at)
-VALUES (:user_id, :holder, clock_timestamp() + make_interval(secs => :lease))
+INSERT INTO turn_claims AS c (user_id, holder, holder_key, expires_at)
+VALUES (:user_id, :holder, :holder_key, clock_timestamp() + make_interval(secs => :lease))
 ON CONFLICT (user_id) DO UPDATE
-    SET holder = excluded.holder, expires_at = excluded.expires_at
+    SET holder = excluded.holder, holder_key = excluded.holder_key,
+        expires_at = excluded.expires_at
     WHERE c.expires_at < clock_timestamp() OR c.holder = excluded.holder
+       OR (c.holder_key IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM pg_locks AS l
+            WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+              AND l.classid::bigint = c.holder_key >> 32
+              AND l.objid::bigint = c.holder_key & 4294967295))
 RETURNING user_id
 """)
+_LIVENESS = text("SELECT pg_advisory_lock(:key)")
 _RENEW = text("""
 UPDATE turn_claims SET expires_at = clock_timestamp() + make_interval(secs => :lease)
 WHERE user_id = :user_id AND holder = :holder
@@ -83,11 +92,31 @@ class SqlCoordination:
         self._autocommit = autocommit
         self._engine = engine
 
-    async def claim_turn(self, user_id: int, holder: str, *, lease: float) -> bool:
-        """Claim the person's turn for `lease` seconds; False while another holds it."""
+    async def claim_turn(
+        self, user_id: int, holder: str, *, lease: float, holder_key: int | None = None
+    ) -> bool:
+        """Claim the person's turn for `lease` seconds; False while another (live) process
+        holds it. `holder_key` names the holder's liveness lock (`keep_alive`)."""
+        params = {"user_id": user_id, "holder": holder, "lease": lease, "holder_key": holder_key}
         async with self._autocommit() as db:
-            row = await db.execute(_CLAIM, {"user_id": user_id, "holder": holder, "lease": lease})
-            return row.first() is not None
+            return (await db.execute(_CLAIM, params)).first() is not None
+
+    async def keep_alive(self, key: int, held: asyncio.Event) -> None:
+        """Hold the session advisory lock `key` on a connection of its own until
+        cancelled (or the connection is lost): while it is held, this process is alive
+        for the others. Sets `held` once taken."""
+        async with self._engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(_LIVENESS, {"key": key})
+            held.set()
+            try:
+                while True:  # a ping now and then notices a lost connection
+                    await asyncio.sleep(30)
+                    await conn.execute(text("SELECT 1"))
+            finally:
+                held.clear()
+                # Closed, not returned to the pool: the lock must not outlive this.
+                await asyncio.shield(conn.invalidate())
 
     async def renew_turn(self, user_id: int, holder: str, *, lease: float) -> bool:
         """Extend a held claim; False when it was lost (ran out and taken by another)."""
