@@ -91,6 +91,7 @@ class SharedTurnLocks(TurnLocks):
         self.holder_key = secrets.randbits(62) + 1
         self._alive = asyncio.Event()
         self._liveness: asyncio.Task[None] | None = None
+        self._cleanups: set[asyncio.Task[None]] = set()
 
     async def aclose(self) -> None:
         """Let go of the liveness lock (claims still held run out with their lease)."""
@@ -134,20 +135,42 @@ class SharedTurnLocks(TurnLocks):
     async def _claim(self, user_id: int) -> None:
         await self._keep_alive()
         wait, most = self._poll
-        while not await self._claims.claim_turn(
-            user_id,
-            self.holder,
-            lease=self._lease,
-            holder_key=self.holder_key if self._alive.is_set() else None,
-        ):
+        while not await self._claim_once(user_id):
             await asyncio.sleep(wait)
             wait = min(most, wait * 2)
+
+    async def _claim_once(self, user_id: int) -> bool:
+        """One claim statement, never cancelled midway (a cancelled asyncpg statement
+        spoils its pooled connection); a claim won after the wait was cancelled is
+        released at once."""
+        claim = asyncio.ensure_future(
+            self._claims.claim_turn(
+                user_id,
+                self.holder,
+                lease=self._lease,
+                holder_key=self.holder_key if self._alive.is_set() else None,
+            )
+        )
+        try:
+            return await asyncio.shield(claim)
+        except asyncio.CancelledError:
+            cleanup = asyncio.create_task(self._release_if_won(claim, user_id))
+            self._cleanups.add(cleanup)
+            cleanup.add_done_callback(self._cleanups.discard)
+            raise
+
+    async def _release_if_won(self, claim: asyncio.Future[bool], user_id: int) -> None:
+        with contextlib.suppress(Exception):
+            if await claim:
+                await self._claims.release_turn(user_id, self.holder)
 
     async def _renew(self, user_id: int) -> None:
         while True:
             await asyncio.sleep(self._lease / 3)
             try:
-                kept = await self._claims.renew_turn(user_id, self.holder, lease=self._lease)
+                kept = await asyncio.shield(
+                    self._claims.renew_turn(user_id, self.holder, lease=self._lease)
+                )
             except Exception as exc:
                 log.warning("turns.renew_failed", error=type(exc).__name__)
                 continue

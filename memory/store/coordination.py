@@ -112,7 +112,7 @@ class SqlCoordination:
             try:
                 while True:  # a ping now and then notices a lost connection
                     await asyncio.sleep(30)
-                    await conn.execute(text("SELECT 1"))
+                    await asyncio.shield(conn.execute(text("SELECT 1")))
             finally:
                 held.clear()
                 # Closed, not returned to the pool: the lock must not outlive this.
