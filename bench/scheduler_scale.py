@@ -25,7 +25,9 @@ and time: every process reads one shared clock running `--scale` times faster th
 wall clock, so a 3 s call sleeps 3/scale s and the database's own work also counts
 `--scale` times over (pessimistic). Figures: `checkin_cohort_p100_minutes` (from 09:00
 until the last one is sent), `checkin_missed`, `checkin_duplicates`.
-`python -m bench.scheduler_scale --cohort 100000 --concurrency 64 --scale 2` (the database work must keep up with `--scale` times the cohort's rate: about 170 check-ins a second of real work here).
+`python -m bench.scheduler_scale --cohort 100000 --concurrency 64 --scale 2` (the
+database work must keep up with `--scale` times the cohort's rate: at x2 about 170
+check-ins a second of real work).
 """
 
 from __future__ import annotations
