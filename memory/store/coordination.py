@@ -3,8 +3,8 @@ process at a time (a lease row, or for comparison a transaction-scoped advisory 
 quiet time of a burst, and the rate limit's token bucket. Every time is the database's
 own clock (`clock_timestamp()`), so processes with drifting clocks agree.
 
-Each call is one statement in autocommit (under `begin()`, so it commits whatever mode
-the pooled connection is in): no transaction, and no connection, is held
+Each call is one statement on an AUTOCOMMIT connection (no ORM session: they run
+several times a turn): no transaction, and no connection, is held
 while a turn is answered (a lease is renewed instead). A process that dies leaves a claim
 that runs out after its lease; the advisory lock goes with its connection.
 """
@@ -92,6 +92,8 @@ class SqlCoordination:
     def __init__(self, autocommit: Database, engine: AsyncEngine) -> None:
         self._autocommit = autocommit
         self._engine = engine
+        # Plain connections, no ORM session: these statements run several times a turn.
+        self._direct = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def claim_turn(
         self, user_id: int, holder: str, *, lease: float, holder_key: int | None = None
@@ -99,7 +101,7 @@ class SqlCoordination:
         """Claim the person's turn for `lease` seconds; False while another (live) process
         holds it. `holder_key` names the holder's liveness lock (`keep_alive`)."""
         params = {"user_id": user_id, "holder": holder, "lease": lease, "holder_key": holder_key}
-        async with self._autocommit.begin() as db:
+        async with self._direct.connect() as db:
             return (await db.execute(_CLAIM, params)).first() is not None
 
     async def keep_alive(self, key: int, held: asyncio.Event) -> None:
@@ -121,13 +123,13 @@ class SqlCoordination:
 
     async def renew_turn(self, user_id: int, holder: str, *, lease: float) -> bool:
         """Extend a held claim; False when it was lost (ran out and taken by another)."""
-        async with self._autocommit.begin() as db:
+        async with self._direct.connect() as db:
             row = await db.execute(_RENEW, {"user_id": user_id, "holder": holder, "lease": lease})
             return row.first() is not None
 
     async def release_turn(self, user_id: int, holder: str) -> None:
         """Give the claim up (nothing when it is no longer this holder's)."""
-        async with self._autocommit.begin() as db:
+        async with self._direct.connect() as db:
             await db.execute(_RELEASE, {"user_id": user_id, "holder": holder})
 
     @contextlib.asynccontextmanager
@@ -140,12 +142,12 @@ class SqlCoordination:
 
     async def mark_burst(self, key: str) -> None:
         """A message of the burst `key` arrived now."""
-        async with self._autocommit.begin() as db:
+        async with self._direct.connect() as db:
             await db.execute(_MARK, {"key": key})
 
     async def quiet_seconds(self, key: str) -> float | None:
         """Seconds since the burst's last message arrived (None: never marked)."""
-        async with self._autocommit.begin() as db:
+        async with self._direct.connect() as db:
             value = (await db.execute(_QUIET, {"key": key})).scalar()
         return None if value is None else float(value)
 
@@ -153,15 +155,15 @@ class SqlCoordination:
         """Take one token of `key`'s bucket (`burst` at most, refilled at `per_minute`);
         False when it is empty."""
         params = {"key": key, "rate": per_minute / 60.0, "burst": float(burst)}
-        async with self._autocommit.begin() as db:
+        async with self._direct.connect() as db:
             return bool((await db.execute(_TAKE, params)).scalar())
 
     async def prune(self, *, quiet_seconds: float = 3600.0) -> int:
         """Delete ran-out claims and burst marks and buckets quiet for `quiet_seconds`
         (their keys name platform ids: kept no longer than they matter); how many."""
         removed = 0
-        async with self._autocommit.begin() as db:
+        async with self._direct.connect() as db:
             for statement in _PRUNE:
                 result = await db.execute(statement, {"s": quiet_seconds})
-                removed += result.rowcount or 0  # type: ignore[attr-defined]
+                removed += result.rowcount or 0
         return removed
