@@ -92,7 +92,8 @@ class BurstCoalescer(Generic[T]):
         assert self._shared is not None
         for _ in range(MAX_QUIET_CHECKS):
             try:
-                quiet = await self._shared.quiet_seconds(self._shared_key(key))
+                # Shielded: a new message cancels this timer, never a statement midway.
+                quiet = await asyncio.shield(self._shared.quiet_seconds(self._shared_key(key)))
             except Exception as exc:  # answer as one process would
                 log.warning("bursts.quiet_unknown", error=type(exc).__name__)
                 return

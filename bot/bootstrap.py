@@ -304,6 +304,8 @@ async def build_core(
         coordination=coordination,
         commands=commands,
     )
+    if isinstance(conversation.turns, SharedTurnLocks):
+        core.closers.append(conversation.turns.aclose)
     for client in (model, embedder):
         closer = getattr(client, "aclose", None)
         if closer is not None:

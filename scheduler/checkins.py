@@ -85,12 +85,15 @@ async def run_notices(deps: SchedulerDeps) -> Counter[str]:
 
 async def minute_tick(deps: SchedulerDeps) -> Counter[str]:
     """Everything due this minute, in order: recovery, check-ins, follow-ups, held
-    notices, second timezone questions."""
+    notices, second timezone questions; then the coordination rows that ran out."""
     outcomes = await run_outbox(deps)
     outcomes += await run_checkins(deps)
     outcomes += await run_followups(deps)
     outcomes += await run_notices(deps)
     outcomes += await run_timezone_asks(deps)
+    pruned = await deps.coordination.prune() if deps.coordination is not None else 0
+    if pruned:
+        outcomes["coordination_pruned"] += pruned
     return outcomes
 
 

@@ -155,7 +155,10 @@ async def claim_checkins(
             )
         inserted = await claim_checkin_rows(
             db,
-            [(p.id, None if p.paused else upcoming[p.timezone, at[p.id]]) for p in people],
+            [
+                (p.id, None if p.paused else _after(p, upcoming[p.timezone, at[p.id]], at[p.id]))
+                for p in people
+            ],
             rows,
             [
                 FoldedEvent(e.user_id, e.memory_id, followup_key(e.user_id, e.memory_id))
@@ -172,6 +175,17 @@ async def claim_checkins(
         Claim(r.id, r.user_id, r.kind, token, r.due_at) for r in inserted if r.status == "pending"
     ]
     return claims, len(people)
+
+
+def _after(person: CheckinPerson, upcoming: datetime | None, at: time | None) -> datetime | None:
+    """The next check-in after the one claimed: on a later local date (one a day; the
+    spread may put today's own time still ahead, e.g. after the time was changed)."""
+    due = person.next_checkin_at
+    if upcoming is None or due is None:
+        return upcoming
+    if local_date(upcoming, person.timezone) > local_date(due, person.timezone):
+        return upcoming
+    return next_checkin(upcoming, person.timezone, at)
 
 
 def _checkin_row(person: CheckinPerson, now: datetime, config: SchedulerConfig) -> OutreachRow:

@@ -18,6 +18,7 @@ from bot.prompting import load_persona
 from bot.timezone_onboarding import TimezoneOnboarding
 from memory.care.repository import SqlMemoryRepository
 from memory.store.conversations import SqlConversationStore
+from memory.store.coordination import SqlCoordination
 from memory.store.database import Database, Engine
 from memory.store.ports import Clock, Embedder, ToolCaller, Vector
 
@@ -108,6 +109,7 @@ class SchedulerDeps:
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
     onboarding: TimezoneOnboarding | None = None  # the second timezone question
     importer: ImportRunner | None = None  # imported chat history, a batch at a time
+    coordination: SqlCoordination | None = None  # turn claims, bursts, rate buckets
 
 
 def deps_from(core: Core, config: SchedulerConfig | None = None) -> SchedulerDeps:
@@ -127,4 +129,5 @@ def deps_from(core: Core, config: SchedulerConfig | None = None) -> SchedulerDep
         config=config or config_from(core),
         onboarding=core.onboarding,
         importer=core.importer,
+        coordination=core.coordination,
     )

@@ -3,13 +3,15 @@ process at a time (a lease row, or for comparison a transaction-scoped advisory 
 quiet time of a burst, and the rate limit's token bucket. Every time is the database's
 own clock (`clock_timestamp()`), so processes with drifting clocks agree.
 
-Each call is one statement in autocommit: no transaction, and no connection, is held
+Each call is one statement on an AUTOCOMMIT connection (no ORM session: they run
+several times a turn): no transaction, and no connection, is held
 while a turn is answered (a lease is renewed instead). A process that dies leaves a claim
 that runs out after its lease; the advisory lock goes with its connection.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -18,15 +20,23 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memory.store.database import Database
 
-# Taken when free or when the holder's lease ran out (a process that died, or stalled).
+# Taken when free, when the holder's lease ran out (a process that stalled), or when the
+# holder's liveness lock is gone (a process that died: its connection closed).
 _CLAIM = text("""
-INSERT INTO turn_claims AS c (user_id, holder, expires_at)
-VALUES (:user_id, :holder, clock_timestamp() + make_interval(secs => :lease))
+INSERT INTO turn_claims AS c (user_id, holder, holder_key, expires_at)
+VALUES (:user_id, :holder, :holder_key, clock_timestamp() + make_interval(secs => :lease))
 ON CONFLICT (user_id) DO UPDATE
-    SET holder = excluded.holder, expires_at = excluded.expires_at
+    SET holder = excluded.holder, holder_key = excluded.holder_key,
+        expires_at = excluded.expires_at
     WHERE c.expires_at < clock_timestamp() OR c.holder = excluded.holder
+       OR (c.holder_key IS NOT NULL AND NOT EXISTS (
+            SELECT 1 FROM pg_locks AS l
+            WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+              AND l.classid::bigint = c.holder_key >> 32
+              AND l.objid::bigint = c.holder_key & 4294967295))
 RETURNING user_id
 """)
+_LIVENESS = text("SELECT pg_advisory_lock(:key)")
 _RENEW = text("""
 UPDATE turn_claims SET expires_at = clock_timestamp() + make_interval(secs => :lease)
 WHERE user_id = :user_id AND holder = :holder
@@ -60,6 +70,16 @@ ON CONFLICT (key) DO UPDATE SET
 RETURNING allowed
 """)
 
+# What no longer coordinates anything: ran-out claims, bursts and buckets quiet for long
+# (a bucket that long untouched is full again; an hour forgives even the slowest rate).
+_PRUNE = (
+    text("DELETE FROM turn_claims WHERE expires_at < clock_timestamp()"),
+    text("DELETE FROM burst_marks WHERE last_at < clock_timestamp() - make_interval(secs => :s)"),
+    text(
+        "DELETE FROM rate_buckets WHERE updated_at < clock_timestamp() - make_interval(secs => :s)"
+    ),
+)
+
 _ADVISORY = text("SELECT pg_advisory_xact_lock(:space, :key)")
 ADVISORY_SPACE = 21_021
 """The first key of the turn advisory locks (the second is the person, modulo 2^31)."""
@@ -72,22 +92,44 @@ class SqlCoordination:
     def __init__(self, autocommit: Database, engine: AsyncEngine) -> None:
         self._autocommit = autocommit
         self._engine = engine
+        # Plain connections, no ORM session: these statements run several times a turn.
+        self._direct = engine.execution_options(isolation_level="AUTOCOMMIT")
 
-    async def claim_turn(self, user_id: int, holder: str, *, lease: float) -> bool:
-        """Claim the person's turn for `lease` seconds; False while another holds it."""
-        async with self._autocommit() as db:
-            row = await db.execute(_CLAIM, {"user_id": user_id, "holder": holder, "lease": lease})
-            return row.first() is not None
+    async def claim_turn(
+        self, user_id: int, holder: str, *, lease: float, holder_key: int | None = None
+    ) -> bool:
+        """Claim the person's turn for `lease` seconds; False while another (live) process
+        holds it. `holder_key` names the holder's liveness lock (`keep_alive`)."""
+        params = {"user_id": user_id, "holder": holder, "lease": lease, "holder_key": holder_key}
+        async with self._direct.connect() as db:
+            return (await db.execute(_CLAIM, params)).first() is not None
+
+    async def keep_alive(self, key: int, held: asyncio.Event) -> None:
+        """Hold the session advisory lock `key` on a connection of its own until
+        cancelled (or the connection is lost): while it is held, this process is alive
+        for the others. Sets `held` once taken."""
+        async with self._engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(_LIVENESS, {"key": key})
+            held.set()
+            try:
+                while True:  # a ping now and then notices a lost connection
+                    await asyncio.sleep(30)
+                    await asyncio.shield(conn.execute(text("SELECT 1")))
+            finally:
+                held.clear()
+                # Closed, not returned to the pool: the lock must not outlive this.
+                await asyncio.shield(conn.invalidate())
 
     async def renew_turn(self, user_id: int, holder: str, *, lease: float) -> bool:
         """Extend a held claim; False when it was lost (ran out and taken by another)."""
-        async with self._autocommit() as db:
+        async with self._direct.connect() as db:
             row = await db.execute(_RENEW, {"user_id": user_id, "holder": holder, "lease": lease})
             return row.first() is not None
 
     async def release_turn(self, user_id: int, holder: str) -> None:
         """Give the claim up (nothing when it is no longer this holder's)."""
-        async with self._autocommit() as db:
+        async with self._direct.connect() as db:
             await db.execute(_RELEASE, {"user_id": user_id, "holder": holder})
 
     @contextlib.asynccontextmanager
@@ -100,12 +142,12 @@ class SqlCoordination:
 
     async def mark_burst(self, key: str) -> None:
         """A message of the burst `key` arrived now."""
-        async with self._autocommit() as db:
+        async with self._direct.connect() as db:
             await db.execute(_MARK, {"key": key})
 
     async def quiet_seconds(self, key: str) -> float | None:
         """Seconds since the burst's last message arrived (None: never marked)."""
-        async with self._autocommit() as db:
+        async with self._direct.connect() as db:
             value = (await db.execute(_QUIET, {"key": key})).scalar()
         return None if value is None else float(value)
 
@@ -113,5 +155,15 @@ class SqlCoordination:
         """Take one token of `key`'s bucket (`burst` at most, refilled at `per_minute`);
         False when it is empty."""
         params = {"key": key, "rate": per_minute / 60.0, "burst": float(burst)}
-        async with self._autocommit() as db:
+        async with self._direct.connect() as db:
             return bool((await db.execute(_TAKE, params)).scalar())
+
+    async def prune(self, *, quiet_seconds: float = 3600.0) -> int:
+        """Delete ran-out claims and burst marks and buckets quiet for `quiet_seconds`
+        (their keys name platform ids: kept no longer than they matter); how many."""
+        removed = 0
+        async with self._direct.connect() as db:
+            for statement in _PRUNE:
+                result = await db.execute(statement, {"s": quiet_seconds})
+                removed += result.rowcount or 0
+        return removed

@@ -638,6 +638,9 @@ class TurnClaim(Base):
         ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
     )
     holder: Mapped[str] = mapped_column(Text)
+    holder_key: Mapped[int | None] = mapped_column(BigInteger)
+    """The holder's liveness lock (a session advisory lock it keeps while it runs): when
+    that is gone, the holder died and the claim is free before its lease runs out."""
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 

@@ -31,6 +31,7 @@ def upgrade() -> None:
             primary_key=True,
         ),
         sa.Column("holder", sa.Text(), nullable=False),
+        sa.Column("holder_key", sa.BigInteger(), nullable=True),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
         prefixes=["UNLOGGED"],
     )

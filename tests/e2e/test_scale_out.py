@@ -184,7 +184,7 @@ async def unanswered(db: Db) -> int:
     return int(found or 0)
 
 
-@pytest.mark.timeout(300)  # about 1 minute on a quiet machine; a guard against hangs
+@pytest.mark.timeout(420)  # about 1 minute on a quiet machine; a guard against hangs
 async def test_three_processes_killed_twenty_times_lose_nothing_and_answer_once_in_order(
     database_url: str, db: Db, tmp_path: Path
 ) -> None:
@@ -222,7 +222,7 @@ async def test_three_processes_killed_twenty_times_lose_nothing_and_answer_once_
             for index in range(PROCESSES):
                 await fleet.start(index)
             for process in fleet.running.values():
-                await process.log("telegram.started", within=60)
+                await process.log("telegram.started", within=150)
             mark("all started")
             chatter = Chatter(telegram, Random(SEED + 2), CHATTERS)
             traffic = asyncio.create_task(chatter.run())
@@ -238,7 +238,7 @@ async def test_three_processes_killed_twenty_times_lose_nothing_and_answer_once_
                 chatter.running = False
                 await traffic
             for process in fleet.running.values():
-                await process.log("telegram.started", within=60)
+                await process.log("telegram.started", within=150)
             last_due = first_due + timedelta(seconds=4) * (len(CHECKIN_PEOPLE) - 1)
             await asyncio.sleep(max(0.0, (last_due - datetime.now(UTC)).total_seconds()))
             mark("kills done")

@@ -5,6 +5,7 @@ same database, as two `companion run` processes would be."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from sqlalchemy import text
@@ -60,6 +61,8 @@ async def test_one_persons_turns_run_one_at_a_time_across_processes(
     await asyncio.gather(started, turn(second, "b", 0))
 
     assert order == ["a in", "a out", "b in", "b out"]
+    await first.aclose()
+    await second.aclose()
     async with db() as session:
         assert (await session.execute(text("SELECT count(*) FROM turn_claims"))).scalar() == 0
 
@@ -77,6 +80,45 @@ async def test_a_dead_processes_turn_is_free_once_its_lease_runs_out(
         waited = time.monotonic() - started
 
     assert 0.5 < waited < 3.0
+    await survivor.aclose()
+
+
+async def test_a_dead_processes_turn_is_free_at_once_when_its_liveness_lock_is_gone(
+    engine: AsyncEngine, db: Db
+) -> None:
+    user = await a_person(db)
+    dead, survivor = SharedTurnLocks(coordination(engine)), SharedTurnLocks(coordination(engine))
+    holding = asyncio.Event()
+
+    async def dies_mid_turn() -> None:
+        async with dead.hold(user):
+            holding.set()
+            await asyncio.sleep(60)
+
+    turn = asyncio.create_task(dies_mid_turn())
+    await holding.wait()
+    turn.cancel()  # the turn's task is gone but its claim stays: no release ran
+    with contextlib.suppress(asyncio.CancelledError):
+        await turn
+    async with db.begin() as session:  # as if the release never happened (SIGKILL)
+        await session.execute(
+            text("INSERT INTO turn_claims (user_id, holder, holder_key, expires_at) "
+                 "VALUES (:u, :h, :k, now() + interval '30 seconds') ON CONFLICT (user_id) "
+                 "DO UPDATE SET holder = :h, holder_key = :k, "
+                 "expires_at = now() + interval '30 seconds'"),
+            {"u": user, "h": dead.holder, "k": dead.holder_key},
+        )  # fmt: skip
+    async with asyncio.timeout(2):  # alive: its lease (30 s) holds the person
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1), survivor.hold(user):
+                raise AssertionError("taken from a live holder")
+    await dead.aclose()  # the process dies: its liveness connection closes
+
+    started = time.monotonic()
+    async with asyncio.timeout(5), survivor.hold(user):
+        waited = time.monotonic() - started
+    assert waited < 1.0  # not the 30 s lease
+    await survivor.aclose()
 
 
 async def test_a_held_turn_is_renewed_while_it_runs(engine: AsyncEngine, db: Db) -> None:
@@ -87,6 +129,7 @@ async def test_a_held_turn_is_renewed_while_it_runs(engine: AsyncEngine, db: Db)
         await asyncio.sleep(1.6)  # longer than the lease: renewed meanwhile
         assert not await store.claim_turn(user, "another-process", lease=1.0)
     assert await store.claim_turn(user, "another-process", lease=1.0)
+    await holder.aclose()
 
 
 class SlowModel:
@@ -128,6 +171,9 @@ async def test_two_processes_answer_a_persons_quick_messages_once(
         handle_message(says("second", message_id="2"), conversation=two),
     )
 
+    for process_ in (one, two):
+        assert isinstance(process_.turns, SharedTurnLocks)
+        await process_.turns.aclose()
     spoken = [r for r in replies if not r.silent]
     assert len(spoken) == 1  # the second turn found both messages answered
     assert llm.calls == 2
@@ -181,3 +227,18 @@ async def test_the_rate_limit_counts_every_processes_messages(engine: AsyncEngin
 
     assert taken == [True, True, True, False, False]
     assert await one.take(43)  # someone else's bucket
+
+
+async def test_what_no_longer_coordinates_anything_is_pruned(engine: AsyncEngine, db: Db) -> None:
+    user = await a_person(db)
+    store = coordination(engine)
+    assert await store.claim_turn(user, "gone", lease=1.0)
+    await store.mark_burst("t:1:1")
+    await store.take_token("t:1", per_minute=20, burst=8)
+    assert await store.prune() == 0  # all still matter
+    await asyncio.sleep(1.2)
+
+    assert await store.prune(quiet_seconds=1.0) == 3
+    async with db() as session:
+        for table in ("turn_claims", "burst_marks", "rate_buckets"):
+            assert (await session.execute(text(f"SELECT count(*) FROM {table}"))).scalar() == 0

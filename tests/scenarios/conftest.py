@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,8 @@ async def world(
         database_url=database_url, data_dir=tmp_path, burst_window_seconds=0.05, **selected
     )
     core = await build_core(settings, clock=clock)
-    deps = deps_from(core, config_from(core, llm_steps=True))
+    # Exact check-in times (no per-person spread): the scenarios read "at nine".
+    deps = deps_from(core, config_from(core, llm_steps=True, spread=timedelta(0)))
     built = World(core=core, clock=clock, model=model, deps=deps)
     built.register_platforms(("telegram", "discord", "console"))
     built.person("maya", "telegram", "America/Los_Angeles", "Maya")
