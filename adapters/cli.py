@@ -167,17 +167,31 @@ def _start_adapters(
 ) -> None:
     """Telegram stops taking updates at `stop` (it keeps unconfirmed ones for the next
     start) and disconnects at `jobs_done`; Discord, which sends nothing again, keeps
-    answering until `jobs_done`."""
+    answering until `jobs_done`. Each runs under `supervise`: one that fails is restarted
+    on its own while the other, the scheduler and the ops endpoint carry on."""
+    from adapters.supervise import supervise
+
     if "telegram" in platforms:
         from adapters.telegram_bot import run_telegram
 
         core.health.set("telegram", False, "starting")
-        tasks.create_task(run_telegram(core, stop, jobs_done))
+        tasks.create_task(
+            supervise(
+                "telegram",
+                lambda: run_telegram(core, stop, jobs_done),
+                health=core.health,
+                stop=stop,
+            )
+        )
     if "discord" in platforms:
         from adapters.discord_bot import run_discord
 
         core.health.set("discord", False, "starting")
-        tasks.create_task(run_discord(core, jobs_done))
+        tasks.create_task(
+            supervise(
+                "discord", lambda: run_discord(core, jobs_done), health=core.health, stop=stop
+            )
+        )
 
 
 def _delivery_only(core: Core, platform: str) -> AbstractAsyncContextManager[Delivery]:

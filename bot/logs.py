@@ -5,7 +5,9 @@ memory text, and anything that looks like a token, never reach a log at INFO or 
 not as a field, not inside a formatted exception (SQL parameters, PostgreSQL's DETAIL
 lines, rejected query arguments and pydantic's rejected input carry personal data), and
 not through the standard library's loggers either, whose records pass through the same
-redaction.
+redaction. A library's record keeps its template and numbers only: every other argument
+is replaced, since libraries log what they received (python-telegram-bot logs a whole
+unreadable getUpdates batch, people's messages included, at CRITICAL).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -68,6 +70,44 @@ def redact(_logger: Any, method: str, event: MutableMapping[str, Any]) -> Mutabl
     return event
 
 
+class LibraryArguments(logging.Filter):
+    """Keep a standard-library record's template and numeric arguments; replace the rest
+    (strings, dicts, objects: whatever a library received) with `[redacted]`."""
+
+    TRUSTED = ("alembic",)  # revision ids and our own migrations' messages
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.args or record.name.startswith(self.TRUSTED):
+            return True
+        args = record.args
+        if isinstance(args, Mapping):
+            safe: Any = {key: _safe_argument(value) for key, value in args.items()}
+        else:
+            safe = tuple(_safe_argument(value) for value in args)
+        try:
+            record.msg = str(record.msg) % safe
+        except (TypeError, ValueError, KeyError):
+            record.msg = f"{record.msg} [arguments redacted]"
+        record.args = None
+        return True
+
+
+def _safe_argument(value: object) -> object:
+    return value if isinstance(value, int | float) or value is None else REDACTED
+
+
+class _Redacted:
+    """Stands for a library's log argument: '[redacted]' however it is formatted."""
+
+    def __repr__(self) -> str:
+        return "[redacted]"
+
+    __str__ = __repr__
+
+
+REDACTED = _Redacted()
+
+
 def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
     """Configure structlog and the standard library's logging once; both end in the
     same redaction and renderer."""
@@ -93,6 +133,7 @@ def configure_logging(level: str = "INFO", fmt: str = "auto") -> None:
         cache_logger_on_first_use=True,
     )
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(LibraryArguments())
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=[

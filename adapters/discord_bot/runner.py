@@ -18,6 +18,7 @@ from adapters.discord_bot.connection import (
     pointed_at,
 )
 from adapters.discord_bot.delivery import DiscordDelivery
+from adapters.discord_bot.guard import guard_parsers
 from adapters.discord_bot.interactions import InteractionHandler
 from adapters.discord_bot.messages import PLATFORM, MessageHandler
 from adapters.discord_bot.rendering import ActionButton
@@ -42,6 +43,7 @@ class DiscordBot:
     def __init__(self, core: Core) -> None:
         self._core = core
         self.client = build_client(core.settings)
+        guard_parsers(self.client._connection.parsers)  # an unparsable event is dropped
         self.delivery = DiscordDelivery(self.client, core.store)
         self.inflight = InFlight()
         limiter = limiter_for(core, PLATFORM)

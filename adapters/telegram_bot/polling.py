@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -31,9 +32,12 @@ log = structlog.get_logger(__name__)
 
 MAX_ATTEMPTS = 3
 """Tries of an update that fails for a reason other than an unreachable database."""
+READ_MARGIN_SECONDS = 5.0
+"""How much longer than the long poll's own timeout its answer may take to arrive."""
 BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 Failures = dict[int, BaseException]
+_KIND = re.compile(r"[a-z_]{1,40}")  # an update's kinds are API names ("message", ...)
 
 
 def retry_update(attempts: dict[int, int], update_id: int, error: BaseException) -> bool:
@@ -75,23 +79,20 @@ class ConfirmingPoller:
         self._attempts: dict[int, int] = {}
         self._done: set[int] = set()  # handled, but behind a failed one: not yet confirmed
         self._errors_in_a_row = 0
+        self._unreadable: set[int] = set()  # fetched, but not an update PTB can read
 
     async def run(self, stop: asyncio.Event) -> None:
         """Poll and handle until `stop` is set; then confirm what was handled."""
         while not stop.is_set():
             updates = await self._fetch(stop)
-            if updates:
+            if updates or self._unreadable:
                 await self._handle(updates)
                 if self._attempts:
                     await self._pause(stop)
         await self._confirm()
 
     async def _fetch(self, stop: asyncio.Event) -> tuple[Update, ...]:
-        polling = asyncio.ensure_future(
-            self._app.bot.get_updates(
-                offset=self._offset, timeout=self._timeout, allowed_updates=self._allowed
-            )
-        )
+        polling = asyncio.ensure_future(self._get_updates())
         stopping = asyncio.ensure_future(stop.wait())
         try:
             await asyncio.wait({polling, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -125,8 +126,42 @@ class ConfirmingPoller:
             self._errors_in_a_row = 0
         return updates
 
+    async def _get_updates(self) -> tuple[Update, ...]:
+        """One getUpdates call, its updates parsed one by one.
+
+        python-telegram-bot's `get_updates` parses the batch as a whole: one update it
+        cannot read fails the batch (the same one comes back on every poll) and is logged
+        raw, people's messages included. So the raw batch is fetched with the request
+        `get_updates` itself makes (`Bot._post`), and an unreadable update is dropped with
+        its id and top-level keys, its neighbours handled as usual.
+        """
+        bot = self._app.bot
+        raw = await bot._post(
+            "getUpdates",
+            {"offset": self._offset, "timeout": self._timeout, "allowed_updates": self._allowed},
+            read_timeout=self._timeout + READ_MARGIN_SECONDS,
+        )
+        updates: list[Update] = []
+        for item in raw if isinstance(raw, list) else ():
+            update_id = item.get("update_id") if isinstance(item, dict) else None
+            try:
+                updates.append(Update.de_json(item, bot))
+            except Exception as exc:  # whatever a payload of unknown shape makes PTB raise
+                if not isinstance(update_id, int):
+                    log.error("telegram.update_unreadable", error=type(exc).__name__)
+                    continue
+                log.error(
+                    "telegram.update_unreadable",
+                    update_id=update_id,
+                    kinds=sorted(k for k in item if k != "update_id" and _KIND.fullmatch(k))[:5],
+                    error=type(exc).__name__,
+                )
+                self._unreadable.add(update_id)
+        return tuple(updates)
+
     async def _handle(self, updates: tuple[Update, ...]) -> None:
-        """Handle the fresh updates of a batch; move the offset past what went through."""
+        """Handle the fresh updates of a batch; move the offset past what went through
+        (and past the unreadable ones, which are dropped)."""
         fresh = [u for u in updates if u.update_id not in self._done]
         self._failures.clear()
         processor = self._app.update_processor
@@ -134,8 +169,9 @@ class ConfirmingPoller:
             *(processor.process_update(u, self._app.process_update(u)) for u in fresh)
         )
         first_kept: int | None = None
-        for update in sorted(updates, key=lambda u: u.update_id):
-            update_id = update.update_id
+        ids = sorted({u.update_id for u in updates} | self._unreadable)
+        self._unreadable.clear()
+        for update_id in ids:
             error = self._failures.pop(update_id, None)
             if error is None or self._give_up(update_id, error):
                 self._attempts.pop(update_id, None)
@@ -144,7 +180,7 @@ class ConfirmingPoller:
                 continue
             if first_kept is None:
                 first_kept = update_id
-        last = max(u.update_id for u in updates)
+        last = ids[-1]
         self._offset = first_kept if first_kept is not None else last + 1
         self._done = {i for i in self._done if i >= self._offset}
 
@@ -161,7 +197,10 @@ class ConfirmingPoller:
         if self._offset is None:
             return
         try:
-            await self._app.bot.get_updates(offset=self._offset, timeout=0, limit=1)
+            # raw, as in `_get_updates`: an unreadable update must not fail or be logged here
+            await self._app.bot._post(
+                "getUpdates", {"offset": self._offset, "timeout": 0, "limit": 1}
+            )
         except Exception as exc:  # the updates come again next time: handled as duplicates
             log.warning("telegram.confirm_failed", error=type(exc).__name__)
 

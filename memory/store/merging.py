@@ -83,10 +83,11 @@ WITH p AS (
         AS p(user_id, since)
 ),
 touched AS (
-    SELECT DISTINCT e.memory_id FROM p JOIN memory_events AS e ON e.user_id = p.user_id
+    SELECT DISTINCT e.user_id, e.memory_id FROM p JOIN memory_events AS e ON e.user_id = p.user_id
     WHERE e.action = 'refresh' AND e.created_at > p.since
 )
-SELECT m.user_id, m.short_id FROM touched JOIN memories AS m ON m.id = touched.memory_id
+SELECT m.user_id, m.short_id FROM touched
+JOIN memories AS m ON m.user_id = touched.user_id AND m.id = touched.memory_id
 WHERE m.valid_until IS NULL AND m.status IN ('active', 'dying') AND m.tier = 'active'
   AND m.category IN ('thread', 'goal')
   AND (SELECT count(DISTINCT e.created_at::date) FROM memory_events AS e

@@ -149,7 +149,7 @@ class LinkAttempt(Base):
     __tablename__ = "link_attempts"
     __table_args__ = (
         CheckConstraint("kind IN ('issue', 'miss')", name="link_attempts_kind"),
-        Index("ix_link_attempts_user", "user_id"),
+        Index("ix_link_attempts_user", "user_id", "id", unique=True),
         Index("ix_link_attempts_identity", "identity_id", "kind", "created_at"),
     )
 
@@ -166,6 +166,7 @@ class Session(Base):
     __tablename__ = "sessions"
     __table_args__ = (
         Index("ix_sessions_user_open", "user_id", "closed_at"),
+        Index("ix_sessions_user_id", "user_id", "id", unique=True),
         Index(
             "ix_sessions_import",
             "import_id",
@@ -205,7 +206,7 @@ class Message(Base):
 
     __tablename__ = "messages"
     __table_args__ = (
-        Index("ix_messages_user_id", "user_id", "id"),
+        Index("ix_messages_user_id", "user_id", "id", unique=True),
         Index("ix_messages_session_id", "session_id", "id"),
         Index("ix_messages_tsv", "tsv", postgresql_using="gin"),
         Index(
@@ -275,7 +276,7 @@ class Import(Base):
             "source IN ('telegram', 'chatgpt', 'discord', 'text')", name="imports_source"
         ),
         CheckConstraint("status IN ('pending', 'running', 'done')", name="imports_status"),
-        Index("ix_imports_user", "user_id", "id"),
+        Index("ix_imports_user", "user_id", "id", unique=True),
         Index("ix_imports_running", "id", postgresql_where=text("status = 'running'")),
     )
 
@@ -301,9 +302,10 @@ class Thread(Base):
     """An ongoing situation ("job interview at Acme") grouping active memories."""
 
     __tablename__ = "threads"
+    __table_args__ = (Index("ix_threads_user_id", "user_id", "id", unique=True),)
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     title: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16), server_default="open")
     session_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), server_default=text("'{}'"))
@@ -439,7 +441,7 @@ class MemoryEvent(Base):
 
     __tablename__ = "memory_events"
     __table_args__ = (
-        Index("ix_memory_events_user", "user_id", "id"),
+        Index("ix_memory_events_user", "user_id", "id", unique=True),
         Index("ix_memory_events_memory", "memory_id"),
         # Threads and goals mentioned again since the last patrol (promotion to core).
         Index(
@@ -497,7 +499,7 @@ class ButtonAction(Base):
 
     __tablename__ = "button_actions"
     __table_args__ = (
-        Index("ix_button_actions_user", "user_id"),
+        Index("ix_button_actions_user", "user_id", "token", unique=True),
         Index("ix_button_actions_expires", "expires_at"),
     )
 
@@ -524,7 +526,7 @@ class Outreach(Base):
             "status IN ('pending', 'sending', 'sent', 'skipped', 'failed', 'unknown')",
             name="outreach_status",
         ),
-        Index("ix_outreach_user", "user_id", "id"),
+        Index("ix_outreach_user", "user_id", "id", unique=True),
         Index(
             "ix_outreach_in_flight",
             "lease_until",
@@ -571,6 +573,7 @@ class HeldNotice(Base):
         CheckConstraint(
             "status IN ('held', 'sending', 'sent', 'dropped')", name="held_notices_status"
         ),
+        Index("ix_held_notices_user", "user_id", "id", unique=True),
         Index(
             "ix_held_notices_waiting",
             "created_at",

@@ -235,13 +235,17 @@ class FakeDiscord:
         name: str = "alice",
         attachments: list[Payload] | None = None,
         message_id: int | None = None,
+        without: tuple[str, ...] = (),
     ) -> int:
-        """A person writes to the bot in their DM; returns the message id."""
+        """A person writes to the bot in their DM; returns the message id. `without`
+        leaves fields out of the event (a payload the library may fail to parse)."""
         message_id = message_id or self.snowflake()
         author = user_payload(user_id, name)
         payload = message_payload(
             message_id, self.dm_channel(user_id), author, content, attachments=attachments
         )
+        for name in without:
+            del payload[name]
         await self.gateway.dispatch("MESSAGE_CREATE", payload)
         return message_id
 
@@ -333,15 +337,22 @@ class FakeDiscord:
         return await self._interaction(2, data, user_id=user_id, guild=guild)
 
     async def press(
-        self, message: SentMessage, custom_id: str, *, user_id: int, guild: bool = False
+        self,
+        message: SentMessage,
+        custom_id: str,
+        *,
+        user_id: int,
+        guild: bool = False,
+        without: tuple[str, ...] = (),
     ) -> int:
-        """A person presses a button (by custom id) under a message; returns the interaction id."""
+        """A person presses a button (by custom id) under a message; returns the interaction
+        id. `without` leaves fields out of the event (e.g. `attachment_size_limit`)."""
         data = {"custom_id": custom_id, "component_type": 2}
         channel = GUILD_CHANNEL_ID if guild else self.dm_channel(user_id)
         msg = self._message_json(message)
         msg["channel_id"] = str(channel)
         return await self._interaction(
-            3, data, user_id=user_id, guild=guild, message=msg, pressed=message
+            3, data, user_id=user_id, guild=guild, message=msg, pressed=message, without=without
         )
 
     async def _interaction(
@@ -353,6 +364,7 @@ class FakeDiscord:
         guild: bool,
         message: Payload | None = None,
         pressed: SentMessage | None = None,
+        without: tuple[str, ...] = (),
     ) -> int:
         interaction_id, token = self.snowflake(), f"tok{self.snowflake()}"
         self.interactions[token] = interaction_id
@@ -393,6 +405,8 @@ class FakeDiscord:
             }
         if message is not None:
             payload["message"] = message
+        for name in without:
+            del payload[name]
         await self.gateway.dispatch("INTERACTION_CREATE", payload)
         return interaction_id
 

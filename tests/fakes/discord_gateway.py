@@ -69,6 +69,7 @@ class FakeGateway:
         self.replay_overlap = 0
         self.resume_gate: asyncio.Event | None = None
         self.replayed = 0
+        self.bad_hellos = 0  # connections that get a HELLO without `heartbeat_interval`
         self._sockets: set[web.WebSocketResponse] = set()
 
     @property
@@ -84,9 +85,11 @@ class FakeGateway:
         await ws.prepare(request)
         self._sockets.add(ws)
         try:
-            await ws.send_str(
-                json.dumps({"op": HELLO, "d": {"heartbeat_interval": self.heartbeat_ms}})
-            )
+            hello: Payload = {"heartbeat_interval": self.heartbeat_ms}
+            if self.bad_hellos > 0:  # a HELLO the library cannot read (a protocol fault)
+                self.bad_hellos -= 1
+                hello = {}
+            await ws.send_str(json.dumps({"op": HELLO, "d": hello}))
             async for frame in ws:
                 if frame.type is not WSMsgType.TEXT:
                     continue

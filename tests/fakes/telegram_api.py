@@ -455,6 +455,12 @@ class FakeTelegramAPI:
             }
         )
 
+    def push_raw(self, update: dict[str, Any]) -> int:
+        """Any update body, as given (e.g. one of a shape the library cannot read); returns
+        its update id."""
+        self._push(update)
+        return int(self._pending[-1]["update_id"])
+
     @property
     def pending_updates(self) -> list[int]:
         """Ids of updates not yet confirmed by the bot."""

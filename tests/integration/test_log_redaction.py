@@ -126,3 +126,57 @@ def test_error_text_scrubbing_keeps_the_shape_of_the_error() -> None:
         "[parameters: [redacted]]\n"
         "connecting to postgresql://companion:[secret]@db:5432/companion"
     )
+
+
+LIBRARY_DUMP = f"""
+import asyncio, logging, os
+
+from telegram import Bot
+
+from bot.logs import configure_logging
+from tests.fakes.telegram_api import TOKEN, FakeTelegramAPI
+
+os.environ["PTB_TIMEDELTA"] = "true"
+configure_logging("INFO", "json")
+
+
+async def main() -> None:
+    async with FakeTelegramAPI() as fake:
+        fake.push_raw({{"message": {{"message_id": 7, "text": {WORDS!r}}}}})
+        async with Bot(TOKEN, base_url=f"{{fake.base_url}}/bot") as bot:
+            try:
+                await bot.get_updates(timeout=0)
+            except Exception as exc:
+                print("failed as expected:", type(exc).__name__)
+    migration = logging.getLogger("alembic.runtime.migration")
+    migration.warning("Running upgrade %s -> %s", "0022", "0023")
+    logging.getLogger("discord.gateway").warning("Shard ID %s heartbeat blocked for %d s", "x", 12)
+
+
+asyncio.run(main())
+"""
+
+
+async def test_a_library_dumping_what_it_received_never_reaches_the_log_with_it() -> None:
+    # python-telegram-bot logs a batch it cannot parse raw, at CRITICAL, people's
+    # messages included: the line stays, with its template and numbers only.
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        LIBRARY_DUMP,
+        cwd=REPO,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    output = err.decode()
+    assert process.returncode == 0, output[-3000:]
+    assert "failed as expected" in out.decode()  # the real library path was taken
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    by_event = {line["event"]: line for line in lines}
+    dump = by_event["Error while parsing updates! Received data was [redacted]"]
+    assert dump["level"] == "critical" and dump["logger"] == "telegram.Bot"
+    assert "Running upgrade 0022 -> 0023" in by_event  # alembic's revision ids are kept
+    assert "Shard ID [redacted] heartbeat blocked for 12 s" in by_event  # numbers are kept
+    for secret in ("lupus", "diagnosis"):
+        assert secret not in output, secret

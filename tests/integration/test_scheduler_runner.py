@@ -7,6 +7,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, time
 
+import pytest
+import structlog.testing
 from sqlalchemy import text
 
 from bot.bootstrap import Core
@@ -75,3 +77,36 @@ async def test_run_scheduler_stops_when_told(
     stop.set()
     async with asyncio.timeout(5):
         await running
+
+
+async def test_a_failing_job_is_logged_and_retried_while_the_others_run(
+    core: Core, clock: FakeClock, scripted_llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    delivery = recording(core)
+    drafts(scripted_llm)
+    alice = await add_person(core, checkin=time(10))
+    clock.current = datetime(2026, 3, 2, 10, 0, 30, tzinfo=UTC)
+    failures = 0
+
+    async def broken_nightly(_deps: object) -> None:
+        nonlocal failures
+        failures += 1
+        raise RuntimeError("the nightly work broke")
+
+    monkeypatch.setattr("scheduler.runner.run_nightly", broken_nightly)
+    service = SchedulerService(scheduler_deps(core, tick_seconds=0.1, nightly_seconds=0.1))
+    with structlog.testing.capture_logs() as logs:
+        service.start()
+        try:
+            await wait_for(lambda: _sent(core, alice))
+
+            async def retried() -> bool:
+                return failures >= 3
+
+            await wait_for(retried)
+        finally:
+            await service.stop()
+    assert len(delivery.sent) == 1  # check-ins went out while the nightly job kept failing
+    failed = [e for e in logs if e["event"] == "scheduler.job_failed"]
+    assert {(e["log_level"], e["job"]) for e in failed} == {("error", "nightly")}
+    assert len(failed) >= 3 and all(e.get("exc_info") for e in failed)  # with the traceback

@@ -51,11 +51,16 @@ def instructions(dockerfile: str) -> list[tuple[str, str]]:
 
 
 def stages(dockerfile: str) -> list[Stage]:
-    """The build stages, each with its instructions."""
+    """The build stages, each with its instructions (a `FROM ${ARG}` resolved to the
+    default of the `ARG` declared before the first `FROM`)."""
     found: list[Stage] = []
+    defaults: dict[str, str] = {}
     for keyword, args in instructions(dockerfile):
+        if keyword == "ARG" and not found:
+            name, _, default = args.partition("=")
+            defaults[name] = default
         if keyword == "FROM":
-            words = args.split()
+            words = re.sub(r"\$\{(\w+)\}", lambda m: defaults[m.group(1)], args).split()
             name = words[2] if len(words) > 2 and words[1].upper() == "AS" else None
             found.append(Stage(words[0], name))
         elif found:
@@ -106,6 +111,10 @@ def test_the_final_stage_runs_unprivileged_with_a_health_check() -> None:
     assert f"127.0.0.1:{port}/healthz" in check
     env = " ".join(final.all("ENV"))
     assert "COMPANION_OPS_HTTP_ENABLED=true" in env  # the health check has something to ask
+    # Inside the container the endpoint listens on every interface, so a scraper or the
+    # orchestrator can reach it (outside one, the default stays 127.0.0.1).
+    assert "COMPANION_OPS_HTTP_HOST=0.0.0.0" in env
+    assert final.all("EXPOSE") == [str(port)]
 
 
 def test_the_image_runs_companion_run_the_process_tests_entry_point() -> None:
@@ -119,7 +128,8 @@ def test_the_image_runs_companion_run_the_process_tests_entry_point() -> None:
 def test_the_image_holds_every_package_and_no_secrets() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
-    copied = " ".join(stages((ROOT / "Dockerfile").read_text())[0].all("COPY"))
+    built = stages((ROOT / "Dockerfile").read_text())
+    copied = " ".join(args for stage in built[:-1] for args in stage.all("COPY"))
     for needed in [*packages, "pyproject.toml", project["project"]["readme"]]:
         assert re.search(rf"(^|\s){re.escape(needed)}(\s|$)", copied), needed
     ignored = (ROOT / ".dockerignore").read_text().split()
@@ -138,6 +148,8 @@ def test_compose_runs_the_bot_against_a_pgvector_postgres() -> None:
     url = bot["environment"]["DATABASE_URL"]
     assert re.match(rf"postgres(ql)?://[^@]+@{db}(:\d+)?/\w+$", url), url
     assert bot["depends_on"][db]["condition"] == "service_healthy"
+    port = Settings.model_fields["ops_http_port"].default
+    assert f"127.0.0.1:{port}/healthz" in " ".join(bot["healthcheck"]["test"])
     assert "command" not in bot and "entrypoint" not in bot  # the image's `companion run`
     grace = str(bot.get("stop_grace_period", "10s"))
     assert int(grace.rstrip("s")) >= 30  # docker's default of 10 s cuts a graceful stop short
