@@ -175,18 +175,20 @@ WHERE s.user_id = p.user_id AND s.closed_at IS NULL AND s.last_message_at < :idl
 PURGE_DEAD = text(f"""
 WITH RECURSIVE {_PEOPLE},
 doomed AS (
-    SELECT m.id FROM memories AS m JOIN p ON m.user_id = p.user_id
+    SELECT m.user_id, m.id FROM memories AS m JOIN p ON m.user_id = p.user_id
     WHERE m.status = 'dead' AND m.valid_until IS NULL
       AND coalesce((SELECT max(e.created_at) FROM memory_events AS e
-                    WHERE e.memory_id = m.id AND e.action IN ('retire', 'archive')),
+                    WHERE e.user_id = m.user_id AND e.memory_id = m.id
+                      AND e.action IN ('retire', 'archive')),
                    m.valid_from) < :dead_before
 ),
-versions(id) AS (
-    SELECT id FROM doomed
+versions(user_id, id) AS (
+    SELECT user_id, id FROM doomed
     UNION
-    SELECT m.id FROM memories AS m JOIN versions AS v ON m.superseded_by = v.id
+    SELECT m.user_id, m.id FROM memories AS m
+    JOIN versions AS v ON m.user_id = v.user_id AND m.superseded_by = v.id
 )
-DELETE FROM memories AS m USING versions AS v WHERE m.id = v.id
+DELETE FROM memories AS m USING versions AS v WHERE m.user_id = v.user_id AND m.id = v.id
 """)
 
 STEPS: tuple[tuple[str, TextClause], ...] = (

@@ -678,7 +678,7 @@ class PanelLink(Base):
     __tablename__ = "panel_links"
     __table_args__ = (
         CheckConstraint("kind IN ('link', 'telegram')", name="panel_links_kind"),
-        Index("ix_panel_links_user", "user_id"),
+        Index("ix_panel_links_user", "user_id", "digest", unique=True),
         Index("ix_panel_links_expires", "expires_at"),
     )
 
@@ -695,7 +695,7 @@ class PanelSession(Base):
 
     __tablename__ = "panel_sessions"
     __table_args__ = (
-        Index("ix_panel_sessions_user", "user_id"),
+        Index("ix_panel_sessions_user", "user_id", "digest", unique=True),
         Index("ix_panel_sessions_expires", "expires_at"),
     )
 

@@ -36,7 +36,7 @@ def upgrade() -> None:
         ),
         sa.CheckConstraint("kind IN ('link', 'telegram')", name="panel_links_kind"),
     )
-    op.create_index("ix_panel_links_user", "panel_links", ["user_id"])
+    op.create_index("ix_panel_links_user", "panel_links", ["user_id", "digest"], unique=True)
     op.create_index("ix_panel_links_expires", "panel_links", ["expires_at"])
     op.create_table(
         "panel_sessions",
@@ -48,7 +48,7 @@ def upgrade() -> None:
             "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
         ),
     )
-    op.create_index("ix_panel_sessions_user", "panel_sessions", ["user_id"])
+    op.create_index("ix_panel_sessions_user", "panel_sessions", ["user_id", "digest"], unique=True)
     op.create_index("ix_panel_sessions_expires", "panel_sessions", ["expires_at"])
 
 

@@ -17,6 +17,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.distribution import (
+    COORDINATION_TABLES,
+    NOT_PER_PERSON,
     REFERENCE_TABLES,
     UNIQUE_WITHOUT_PERSON,
     distribution_column,
@@ -63,7 +65,7 @@ async def _catalog(
 
 
 def _per_person(tables: dict[str, bool]) -> set[str]:
-    return {name for name in tables if name not in REFERENCE_TABLES}
+    return {name for name in tables if name not in NOT_PER_PERSON}
 
 
 async def test_every_table_is_per_person_or_a_named_reference_table(engine: AsyncEngine) -> None:
@@ -111,5 +113,5 @@ async def test_other_unique_keys_hold_the_person_or_are_named_with_their_citus_f
     plan = (ROOT / "docs" / "scaling.md").read_text()
     for table, columns in UNIQUE_WITHOUT_PERSON:
         assert f"{table} ({', '.join(columns)})" in plan, (table, columns)
-    for table in REFERENCE_TABLES:
+    for table in (*REFERENCE_TABLES, *COORDINATION_TABLES):
         assert f"`{table}`" in plan, table

@@ -15,7 +15,15 @@ from bot.commands.router import STALE_BUTTON
 from bot.domain import ButtonPress, IncomingMessage
 from memory.store.items import content_hash
 from memory.store.panel_access import SqlPanelAccess
-from memory.store.tables import DiaryEntry, HeldNotice, Memory, MemoryQuestion, Outreach, Thread
+from memory.store.tables import (
+    DiaryEntry,
+    HeldNotice,
+    Memory,
+    MemoryQuestion,
+    Outreach,
+    Thread,
+    TurnClaim,
+)
 from tests.conftest import FakeClock
 from tests.integration.test_linking import CODE
 from tests.support.catalog import (
@@ -78,6 +86,8 @@ async def seed_everything(core: Core, clock: FakeClock, user: str) -> int:
                 created_at=clock.now(),
             )
         )
+    async with core.sessions.begin() as db:  # a turn being answered, across processes
+        db.add(TurnClaim(user_id=user_id, holder="process-1", expires_at=clock.now()))
     panel = SqlPanelAccess(core.sessions)  # the memory panel's sign-ins and sessions
     later = clock.now() + timedelta(minutes=10)
     await panel.issue_link(

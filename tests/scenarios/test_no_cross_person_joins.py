@@ -24,7 +24,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from tests.scenarios.harness import Person, World
-from tests.support.distribution import KNOWN_UNTIED, REFERENCE_TABLES
+from tests.support.distribution import KNOWN_UNTIED, NOT_PER_PERSON
 from tests.support.sql_people import check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,8 +140,10 @@ async def test_no_statement_reads_two_peoples_rows_together(
     )
     from memory.store.tables import Base
 
-    per_person = set(Base.metadata.tables) - set(REFERENCE_TABLES)
-    # no chat import, no /link and no question about a memory happen in this week
-    unexercised = per_person - covered - {"imports", "link_attempts", "memory_questions"}
+    per_person = set(Base.metadata.tables) - set(NOT_PER_PERSON)
+    # no chat import, no /link, no question about a memory and no memory panel happen in
+    # this week
+    unopened = {"imports", "link_attempts", "memory_questions", "panel_links", "panel_sessions"}
+    unexercised = per_person - covered - unopened
     assert unexercised == set(), f"the week no longer reads {sorted(unexercised)}"
     assert len(statements) > 60  # the recorder sees the companion's statements (98 in 2026-11)

@@ -19,6 +19,18 @@ REFERENCE_TABLES = {
 """Shared tables: reference tables on Citus (their foreign keys to `users` are dropped
 there; erasure deletes their rows by `user_id` itself)."""
 
+COORDINATION_TABLES = {
+    "burst_marks": "when a platform account's last message arrived (the burst window), "
+    "keyed by that account: no content, UNLOGGED, pruned within the hour",
+    "rate_buckets": "a platform account's rate-limit tokens, keyed by that account: no "
+    "content, UNLOGGED, pruned within the hour",
+}
+"""Cross-process coordination read before the person is known: distributed on Citus by
+their own key (a platform account) and never joined with anything."""
+
+NOT_PER_PERSON = frozenset(REFERENCE_TABLES) | frozenset(COORDINATION_TABLES)
+"""Tables that are not distributed by a person."""
+
 UNIQUE_WITHOUT_PERSON = {
     ("messages", ("platform", "chat_id", "platform_message_id")): (
         "inbound de-duplication: becomes (user_id, platform, chat_id, platform_message_id); "
@@ -33,6 +45,11 @@ rewritten with `user_id` first when distributing (what each becomes, and why it 
 
 
 KNOWN_UNTIED = {
+    "versions(user_id, id) AS (": (
+        "the purge of dead memories: tied by `user_id` at every step, but through a "
+        "recursive CTE's column list, which the checker does not follow; already in its "
+        "Citus form"
+    ),
     "WHERE merged_into IN (SELECT id FROM moved)": (
         "outbox: rows merged into a claimed check-in are found by `merged_into` alone; "
         "add `AND user_id = (SELECT user_id FROM moved)` (RETURNING user_id)"

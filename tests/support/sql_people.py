@@ -20,7 +20,7 @@ from typing import Any
 from pglast import ast, parse_sql
 from pglast.enums import BoolExprType
 
-from tests.support.distribution import REFERENCE_TABLES, distribution_column
+from tests.support.distribution import NOT_PER_PERSON, distribution_column
 
 
 @dataclass
@@ -327,7 +327,7 @@ def _sublinks(expr: Any) -> list[ast.SubLink]:
 def check(sql: str, params: tuple[Any, ...] = ()) -> Verdict:
     """The per-person tables `sql` reads and whether they are tied to one person (with
     `params`, the values of one execution: parameters of equal value tie)."""
-    per_person = _known_tables() - set(REFERENCE_TABLES)
+    per_person = _known_tables() - set(NOT_PER_PERSON)
     checker = _Checker(per_person, params)
     for raw in parse_sql(sql):
         checker.statement(raw.stmt, [])
