@@ -7,7 +7,7 @@ are declared without a width (like every vector column here, the width is the
 configured embedder's) and recall compares only those of the query's width.
 
 Revision ID: 0022
-Revises: 0021
+Revises: 0020
 Create Date: 2026-11-26
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0022"
-down_revision: str | None = "0021"
+down_revision: str | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

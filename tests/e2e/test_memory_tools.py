@@ -89,6 +89,7 @@ async def test_update_then_search_round_trip_through_the_sdk(
     chats = [r for r in fake.requests if r.get("tools")]
     assert [t["name"] for t in chats[0]["tools"]] == [
         "remember",
+        "confirm_memory",
         "update_memory",
         "forget_memory",
         "search_memory",
@@ -202,7 +203,13 @@ async def test_the_openai_provider_carries_the_tools_and_the_round_trip(
             await core.aclose()
     chats = [body for body in api.requests if body.get("tools")]
     names = [tool["function"]["name"] for tool in chats[0]["tools"]]
-    assert names == ["remember", "update_memory", "forget_memory", "search_memory"]
+    assert names == [
+        "remember",
+        "confirm_memory",
+        "update_memory",
+        "forget_memory",
+        "search_memory",
+    ]
     tool_messages = [m for m in chats[-1]["messages"] if m["role"] == "tool"]
     assert [m["content"][:12] for m in tool_messages] == ["Forgotten: m"]
     assert reply.text.startswith("Okay, I've let that go.\n\nMemory changes I made just now:")
