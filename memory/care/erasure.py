@@ -15,8 +15,19 @@ from collections.abc import Sequence
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.store.coordination import forget_accounts
 from memory.store.statuses import COMMAND, HIDDEN
-from memory.store.tables import Base, DiaryEntry, Memory, Message, Outreach, Session, Thread, User
+from memory.store.tables import (
+    Base,
+    DiaryEntry,
+    Identity,
+    Memory,
+    Message,
+    Outreach,
+    Session,
+    Thread,
+    User,
+)
 
 _RELATED_MESSAGES = text("""
 WITH src AS (
@@ -219,8 +230,13 @@ async def count_person_data(
 
 
 async def erase_person(sessions: async_sessionmaker[AsyncSession], *, user_id: int) -> None:
-    """Delete the person and, by cascade, every row of theirs in every table."""
+    """Delete the person and, by cascade, every row of theirs in every table, and the
+    coordination rows keyed by their platform accounts."""
     async with sessions.begin() as db:
+        accounts = await db.execute(
+            select(Identity.platform, Identity.platform_user_id).where(Identity.user_id == user_id)
+        )
+        await forget_accounts(db, [(platform, account) for platform, account in accounts])
         for name in person_tables():
             table = Base.metadata.tables[name]
             await db.execute(delete(table).where(table.c.user_id == user_id))

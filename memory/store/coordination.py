@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from memory.store.database import Database
 
@@ -167,3 +167,20 @@ class SqlCoordination:
                 result = await db.execute(statement, {"s": quiet_seconds})
                 removed += result.rowcount or 0
         return removed
+
+
+_FORGET_ACCOUNTS = text("""
+WITH gone AS (DELETE FROM rate_buckets WHERE key = ANY (:keys))
+DELETE FROM burst_marks
+WHERE key = ANY (:keys) OR key LIKE ANY (ARRAY(SELECT replace(replace(replace(k, '\\', '\\\\'),
+                                                                 '%', '\\%'), '_', '\\_') || ':%'
+                                               FROM unnest(CAST(:keys AS text[])) AS k))
+""")
+
+
+async def forget_accounts(db: AsyncSession, accounts: Sequence[tuple[str, str]]) -> None:
+    """Drop the coordination rows of these (platform, platform user id) accounts: their
+    rate-limit buckets and burst marks (erasing a person leaves no key naming them)."""
+    if accounts:
+        keys = [f"{platform}:{account}" for platform, account in accounts]
+        await db.execute(_FORGET_ACCOUNTS, {"keys": keys})

@@ -19,7 +19,7 @@ from bot.llm import Completion, LLMRequest
 from bot.prompting import load_persona
 from bot.turns import SharedTurnLocks
 from memory.store.conversations import SqlConversationStore
-from memory.store.coordination import SqlCoordination
+from memory.store.coordination import SqlCoordination, forget_accounts
 from memory.store.database import autocommit_session_factory
 from tests.conftest import FakeClock
 from tests.integration.conftest import says
@@ -242,3 +242,22 @@ async def test_what_no_longer_coordinates_anything_is_pruned(engine: AsyncEngine
     async with db() as session:
         for table in ("turn_claims", "burst_marks", "rate_buckets"):
             assert (await session.execute(text(f"SELECT count(*) FROM {table}"))).scalar() == 0
+
+
+async def test_forgetting_an_account_drops_its_coordination_rows_only(
+    engine: AsyncEngine, db: Db
+) -> None:
+    store = coordination(engine)
+    for key in ("t:1:1", "t:1:9", "t:12:12", "d:1:1", "t:1_:1"):
+        await store.mark_burst(key)
+    for key in ("t:1", "t:12", "d:1"):
+        await store.take_token(key, per_minute=20, burst=8)
+
+    async with db.begin() as session:
+        await forget_accounts(session, [("t", "1")])
+
+    async with db() as session:
+        marks = set(await session.scalars(text("SELECT key FROM burst_marks")))
+        buckets = set(await session.scalars(text("SELECT key FROM rate_buckets")))
+    assert marks == {"t:12:12", "d:1:1", "t:1_:1"}  # another account's, another platform's
+    assert buckets == {"t:12", "d:1"}

@@ -13,9 +13,9 @@ NOT_BY_USER_ID = {
     "users": "the person's own row, checked by its id",
     "embedder_identity": "which embedder made the stored vectors; one row, nobody's data",
     "burst_marks": "a platform account's last message time for the burst window: no "
-    "content, pruned by the minute tick within the hour",
-    "rate_buckets": "a platform account's rate-limit tokens: no content, pruned by the "
-    "minute tick within the hour",
+    "content, keyed by the account (erased with the person's accounts, pruned hourly)",
+    "rate_buckets": "a platform account's rate-limit tokens: no content, keyed by the "
+    "account (erased with the person's accounts, pruned hourly)",
 }
 
 
