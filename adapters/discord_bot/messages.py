@@ -98,17 +98,21 @@ class MessageHandler:
         if not text or text.startswith("/"):
             await self._answer(turn)  # commands (and a bare mention) are never stored as chat
             return
-        if not await self._limiter.take(message.author.id):
-            async with self._in_order(message.author.id):
+        # In line first: taking a token may wait on the database, and the next message's
+        # task must not overtake this one meanwhile.
+        async with self._in_order(message.author.id):
+            allowed = await self._limiter.take(message.author.id)
+            if not allowed:
                 await self._store(turn)
+            elif not self.closing:
+                self._noticed.discard(message.author.id)
+                await self._bursts.add((message.author.id, message.channel.id), turn)
+                return
+        if not allowed:
             await self._notice_rate_limit(message)
             return
         self._noticed.discard(message.author.id)
-        if self.closing:
-            await self._answer(turn)
-            return
-        async with self._in_order(message.author.id):
-            await self._bursts.add((message.author.id, message.channel.id), turn)
+        await self._answer(turn)  # closing: answered at once, not held for a burst
 
     @contextlib.asynccontextmanager
     async def _in_order(self, person: int) -> AsyncIterator[None]:
