@@ -489,7 +489,7 @@ def report(
             f"\nturns whose recall times out ({len(degraded)}; deadline {deadline:.0f} ms, "
             f"memories only): p50 {d50:.1f} ms, p95 {d95:.1f}, max {max(degraded):.1f} "
             f"(target: the deadline plus the standing reads, about {deadline:.0f} + "
-            f"{percentile(phases['memories'][0], 0.5):.1f} ms); degraded to: "
+            f"{percentile(phases['memories']['context'], 0.5):.1f} ms); degraded to: "
             + ", ".join(f"{reason} {count}" for reason, count in sorted((reasons or {}).items()))
         )
         figures.append(f"figure degraded_turn_p95 {d95:.1f} ms")
