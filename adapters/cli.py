@@ -181,6 +181,7 @@ def _start_adapters(
                 lambda: run_telegram(core, stop, jobs_done),
                 health=core.health,
                 stop=stop,
+                on_give_up=lambda: core.outbound.give_up("telegram"),
             )
         )
     if "discord" in platforms:
@@ -189,7 +190,11 @@ def _start_adapters(
         core.health.set("discord", False, "starting")
         tasks.create_task(
             supervise(
-                "discord", lambda: run_discord(core, jobs_done), health=core.health, stop=stop
+                "discord",
+                lambda: run_discord(core, jobs_done),
+                health=core.health,
+                stop=stop,
+                on_give_up=lambda: core.outbound.give_up("discord"),
             )
         )
 
@@ -207,8 +212,8 @@ def _delivery_only(core: Core, platform: str) -> AbstractAsyncContextManager[Del
 
 async def _proactive(core: Core, stop: asyncio.Event, platforms: Sequence[str]) -> None:
     """The scheduler (check-ins, follow-ups, nightly patrol and diary, the idle-session
-    sweep), started once every platform can deliver, so the catch-up after a restart is
-    not failed for want of a connection."""
+    sweep), started once every platform can deliver (or was given up after its crash
+    limit), so the catch-up after a restart is not failed for want of a connection."""
     from scheduler.runner import run_scheduler
 
     ready = asyncio.create_task(core.outbound.wait_for(platforms))

@@ -50,11 +50,13 @@ async def supervise(
     health: Health,
     stop: asyncio.Event,
     policy: RestartPolicy = DEFAULT_POLICY,
+    on_give_up: Callable[[], None] | None = None,
 ) -> None:
     """Run `run()` (one adapter, until `stop`) and restart it when it fails.
 
     Returns when `run` returns (it was stopped) or `stop` is set while waiting to
     restart; never raises for the adapter's failure, only for a `ConfigurationError`.
+    `on_give_up` is called once the crash limit is reached (the adapter stays down).
     """
     loop = asyncio.get_running_loop()
     crashes: deque[float] = deque()
@@ -81,6 +83,8 @@ async def supervise(
         if len(crashes) >= policy.crash_limit:
             health.set(name, False, f"stopped after {len(crashes)} crashes")
             log.error("adapter.gave_up", adapter=name, crashes=len(crashes))
+            if on_give_up is not None:
+                on_give_up()
             await stop.wait()
             return
         delay = policy.backoff[min(len(crashes), len(policy.backoff)) - 1]

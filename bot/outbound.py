@@ -23,17 +23,26 @@ class Outbound:
     def __init__(self, sessions: Database) -> None:
         self._sessions = sessions
         self._deliveries: dict[str, Delivery] = {}
+        self._given_up: set[str] = set()
         self._registered = asyncio.Event()
 
     def register(self, delivery: Delivery) -> None:
         """Add a platform's delivery port (adapters do this when they start)."""
         self._deliveries[delivery.platform] = delivery
+        self._given_up.discard(delivery.platform)
+        self._registered.set()
+
+    def give_up(self, platform: str) -> None:
+        """Note that a platform's adapter stopped for good (its supervisor gave up): the
+        others' proactive messages no longer wait for it."""
+        self._given_up.add(platform)
         self._registered.set()
 
     async def wait_for(self, platforms: Collection[str]) -> None:
-        """Return once every one of `platforms` has registered its delivery port (so
-        proactive messages sent at start-up are not failed for want of a platform)."""
-        while not set(platforms) <= set(self._deliveries):
+        """Return once every one of `platforms` has registered its delivery port or been
+        given up (so proactive messages sent at start-up are not failed for want of a
+        platform that is still connecting, and one that never connects holds up none)."""
+        while not set(platforms) <= set(self._deliveries) | self._given_up:
             self._registered.clear()
             await self._registered.wait()
 

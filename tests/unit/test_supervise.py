@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from dataclasses import dataclass
+from typing import cast
 
 import pytest
 import structlog.testing
 
 from adapters.supervise import RestartPolicy, supervise
+from bot.domain import Recipient, Reply
 from bot.errors import ConfigurationError
 from bot.health import Health
+from bot.outbound import Outbound
+from memory.store.database import Database
 from tests.support.virtual_time import run_virtual
 
 POLICY = RestartPolicy(backoff=(1.0, 2.0, 5.0), crash_limit=4, window_seconds=60.0)
@@ -140,3 +145,47 @@ def test_a_stop_during_the_backoff_ends_it_and_a_configuration_error_is_not_rest
 
     with pytest.raises(ConfigurationError, match="rejected"):
         run_virtual(configuration())
+
+
+def test_an_adapter_given_up_before_it_connected_holds_up_no_other_platforms_messages() -> None:
+    """The scheduler waits for every platform's delivery port before its catch-up; a
+    platform whose adapter reaches the crash limit before it ever connected is given up,
+    so the other platform's check-ins still start."""
+
+    @dataclass
+    class Port:
+        platform: str
+
+        async def send(self, recipient: Recipient, reply: Reply) -> str:
+            return "1"
+
+    async def scenario() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        stop, health = asyncio.Event(), Health(monotonic=loop.time)
+        outbound = Outbound(cast(Database, None))
+        flaky = Flaky(1000, stop, health)  # never connects
+        task = asyncio.create_task(
+            supervise(
+                "telegram",
+                flaky.run,
+                health=health,
+                stop=stop,
+                policy=POLICY,
+                on_give_up=lambda: outbound.give_up("telegram"),
+            )
+        )
+        outbound.register(Port("discord"))
+        waiting = asyncio.create_task(outbound.wait_for(["telegram", "discord"]))
+        await asyncio.sleep(5)
+        assert not waiting.done()  # telegram is still restarting: worth waiting for
+        await waiting
+        started = loop.time()
+        outbound.register(Port("telegram"))  # registering (a platform that did connect) clears it
+        await outbound.wait_for(["telegram", "discord"])
+        stop.set()
+        await task
+        return started, loop.time()
+
+    started, ended = run_virtual(scenario())
+    assert started == 8.0  # the fourth crash, at 8 s, reached the limit
+    assert ended == 8.0
