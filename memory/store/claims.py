@@ -99,10 +99,12 @@ SELECT m.id, m.user_id, m.event_at, m.created_at, u.timezone, u.next_checkin_at
 FROM {source} JOIN users AS u ON u.id = m.user_id
 WHERE (m.event_at, m.id) > (:after_at, :after_id) AND u.timezone_known
   AND NOT EXISTS (SELECT 1 FROM outreach AS o
-                  WHERE o.idempotency_key = 'followup:' || m.user_id || ':' || m.id
+                  WHERE o.user_id = m.user_id
+                    AND o.idempotency_key = 'followup:' || m.user_id || ':' || m.id
                   OFFSET 0)
   AND NOT EXISTS (SELECT 1 FROM memories AS p JOIN outreach AS o ON o.memory_id = p.id
-                  WHERE p.user_id = m.user_id AND p.superseded_by = m.id
+                  WHERE p.user_id = m.user_id AND o.user_id = m.user_id
+                    AND p.superseded_by = m.id
                     AND p.event_at = m.event_at
                   OFFSET 0)
 ORDER BY m.event_at, m.id

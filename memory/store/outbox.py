@@ -69,11 +69,11 @@ _BEGIN_SENDING = text("""
 WITH moved AS (
     UPDATE outreach SET status = 'sending', text = :text, lease_until = :lease_until
     WHERE id = :id AND status = 'pending' AND claim_token = :token
-    RETURNING id
+    RETURNING id, user_id
 ), merged AS (
-    UPDATE outreach SET status = 'sending'
-    WHERE merged_into IN (SELECT id FROM moved) AND status = 'pending'
-    RETURNING id
+    UPDATE outreach AS o SET status = 'sending' FROM moved AS m
+    WHERE o.user_id = m.user_id AND o.merged_into = m.id AND o.status = 'pending'
+    RETURNING o.id
 )
 SELECT count(*) FROM moved
 """)
@@ -181,11 +181,11 @@ _RECOVER_SENDING = text("""
 WITH stale AS (
     UPDATE outreach SET status = 'unknown', reason = 'interrupted', lease_until = NULL
     WHERE status = 'sending' AND merged_into IS NULL AND lease_until < :now
-    RETURNING id, kind
+    RETURNING id, kind, user_id
 ), merged AS (
-    UPDATE outreach SET status = 'unknown', reason = 'interrupted'
-    WHERE merged_into IN (SELECT id FROM stale) AND status = 'sending'
-    RETURNING id, kind
+    UPDATE outreach AS o SET status = 'unknown', reason = 'interrupted' FROM stale AS s
+    WHERE o.user_id = s.user_id AND o.merged_into = s.id AND o.status = 'sending'
+    RETURNING o.id, o.kind
 )
 SELECT kind, count(*) AS n FROM (SELECT kind FROM stale UNION ALL SELECT kind FROM merged) AS k
 GROUP BY kind

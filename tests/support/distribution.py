@@ -50,17 +50,6 @@ KNOWN_UNTIED = {
         "recursive CTE's column list, which the checker does not follow; already in its "
         "Citus form"
     ),
-    "WHERE merged_into IN (SELECT id FROM moved)": (
-        "outbox: rows merged into a claimed check-in are found by `merged_into` alone; "
-        "add `AND user_id = (SELECT user_id FROM moved)` (RETURNING user_id)"
-    ),
-    "WHERE merged_into IN (SELECT id FROM stale)": (
-        "outbox recovery: the same, `(user_id, merged_into) IN (SELECT user_id, id FROM stale)`"
-    ),
-    "NOT EXISTS (SELECT 1 FROM outreach AS o WHERE o.idempotency_key": (
-        "the follow-up scan finds a memory's outreach by its key and by `memory_id`; add "
-        "`AND o.user_id = m.user_id` to both NOT EXISTS"
-    ),
 }
 """Statements that read two per-person tables tied through a row id rather than the
 person (the rows belong to one person, but nothing in the statement says so, and Citus
