@@ -72,9 +72,10 @@ async def build_request(
     deps: SchedulerDeps, person: Person, occasion: Occasion, now: datetime
 ) -> LLMRequest:
     """The chat model request: persona and rules (stable), memory and occasion (dynamic)."""
-    summary, messages = await latest_conversation(deps.sessions, person.id, last=LAST_TURNS * 3)
+    reads = deps.reads or deps.sessions  # each read is one statement: no transaction needed
+    summary, messages = await latest_conversation(reads, person.id, last=LAST_TURNS * 3)
     memory = await assemble_context(
-        deps.sessions,
+        reads,
         deps.embedder,
         user_id=person.id,
         query="",  # nothing to recall for: the standing memory is what matters here

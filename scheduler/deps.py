@@ -110,6 +110,7 @@ class SchedulerDeps:
     onboarding: TimezoneOnboarding | None = None  # the second timezone question
     importer: ImportRunner | None = None  # imported chat history, a batch at a time
     coordination: SqlCoordination | None = None  # turn claims, bursts, rate buckets
+    reads: Database | None = None  # autocommit sessions for lone reads (else `sessions`)
 
 
 def deps_from(core: Core, config: SchedulerConfig | None = None) -> SchedulerDeps:
@@ -130,4 +131,5 @@ def deps_from(core: Core, config: SchedulerConfig | None = None) -> SchedulerDep
         onboarding=core.onboarding,
         importer=core.importer,
         coordination=core.coordination,
+        reads=core.reads,
     )

@@ -121,10 +121,14 @@ async def current_session(
         current.closed_at = current.last_message_at
         current.extraction_due = True
         closed_id = current.id
-    fresh = SessionRow(user_id=user_id, started_at=now, last_message_at=now)
-    db.add(fresh)
-    await db.flush()
-    await db.refresh(fresh)
+    if closed_id is not None:
+        await db.flush()  # closed before the new one is opened
+    fresh = await db.scalar(
+        insert(SessionRow)
+        .values(user_id=user_id, started_at=now, last_message_at=now)
+        .returning(SessionRow)
+    )
+    assert fresh is not None  # an INSERT … RETURNING returns its row
     return fresh, closed_id
 
 

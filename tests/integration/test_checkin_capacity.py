@@ -78,14 +78,15 @@ async def test_each_process_claims_only_what_it_has_room_for(core: Core, clock: 
     for i in range(24):
         await add_person(core, f"p{i}")
     clock.current = NINE + timedelta(minutes=1)
-    models = [SlowModel(0.05), SlowModel(0.05)]
+    models = [SlowModel(0.3), SlowModel(0.3)]
     processes = [with_model(scheduler_deps(core, concurrency=3), m) for m in models]
 
     outcomes = await asyncio.gather(*(run_checkins(deps) for deps in processes))
 
     assert sum(o["sent"] for o in outcomes) == 24
     assert all(o["sent"] > 0 for o in outcomes)  # both took a share
-    assert [m.most for m in models] == [3, 3]  # never more than its slots at once
+    assert all(m.most <= 3 for m in models)  # never more than its slots at once
+    assert max(m.most for m in models) == 3  # and its slots are used (reads vary in time)
     assert Counter(r.chat_id for r, _ in delivery.sent).most_common(1)[0][1] == 1
 
 
