@@ -82,9 +82,9 @@ class Core:
     """Per-person coordination across processes (bursts, rate limits; turns already)."""
     commands: CommandDeps | None = None
     """What the commands use; the memory panel calls the same use cases with it."""
-    reads: Database | None = None
-    """Sessions whose every statement commits on its own: for reads that need no
-    transaction (no BEGIN and ROLLBACK round trips); `sessions` when not set."""
+    autocommit: Database | None = None
+    """Sessions whose every statement commits on its own: for lone reads and one-statement
+    writes (no BEGIN and COMMIT or ROLLBACK round trips); `sessions` when not set."""
 
     async def aclose(self) -> None:
         """Finish background work, close clients and the database."""
@@ -305,7 +305,7 @@ async def build_core(
         ),
         embedded=embedded,
         coordination=coordination,
-        reads=autocommit,
+        autocommit=autocommit,
         commands=commands,
     )
     if isinstance(conversation.turns, SharedTurnLocks):

@@ -19,7 +19,7 @@ from memory.person_words import block, conversation, element
 from memory.recall.context import assemble_context
 from memory.store.last_conversation import latest_conversation
 from memory.store.records import Person, StoredMessage
-from scheduler.deps import SchedulerDeps
+from scheduler.deps import SchedulerDeps, lone
 from scheduler.prompts import (
     CHECKIN_RULES,
     DECIDE_TOOL,
@@ -72,10 +72,9 @@ async def build_request(
     deps: SchedulerDeps, person: Person, occasion: Occasion, now: datetime
 ) -> LLMRequest:
     """The chat model request: persona and rules (stable), memory and occasion (dynamic)."""
-    reads = deps.reads or deps.sessions  # each read is one statement: no transaction needed
-    summary, messages = await latest_conversation(reads, person.id, last=LAST_TURNS * 3)
+    summary, messages = await latest_conversation(lone(deps), person.id, last=LAST_TURNS * 3)
     memory = await assemble_context(
-        reads,
+        lone(deps),
         deps.embedder,
         user_id=person.id,
         query="",  # nothing to recall for: the standing memory is what matters here

@@ -110,7 +110,13 @@ class SchedulerDeps:
     onboarding: TimezoneOnboarding | None = None  # the second timezone question
     importer: ImportRunner | None = None  # imported chat history, a batch at a time
     coordination: SqlCoordination | None = None  # turn claims, bursts, rate buckets
-    reads: Database | None = None  # autocommit sessions for lone reads (else `sessions`)
+    autocommit: Database | None = None  # for lone statements (else `sessions`)
+
+
+def lone(deps: SchedulerDeps) -> Database:
+    """The sessions for one statement on its own (a read, or a write that is atomic by
+    itself): autocommit ones when the core has them, sparing the transaction's round trips."""
+    return deps.autocommit or deps.sessions
 
 
 def deps_from(core: Core, config: SchedulerConfig | None = None) -> SchedulerDeps:
@@ -131,5 +137,5 @@ def deps_from(core: Core, config: SchedulerConfig | None = None) -> SchedulerDep
         onboarding=core.onboarding,
         importer=core.importer,
         coordination=core.coordination,
-        reads=core.reads,
+        autocommit=core.autocommit,
     )

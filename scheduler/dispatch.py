@@ -32,7 +32,7 @@ from memory.store.outbox import (
 from memory.store.records import Person
 from scheduler.claims import effective_time
 from scheduler.compose import Occasion, compose
-from scheduler.deps import SchedulerDeps
+from scheduler.deps import SchedulerDeps, lone
 from scheduler.prompts import clingy, describe_event
 from scheduler.rules import GO, WAIT, Limits, checkin_verdict, followup_verdict, resume_at
 
@@ -155,7 +155,7 @@ def _expired(deps: SchedulerDeps, claim: Claim, now: datetime) -> bool:
 
 
 async def _skip(deps: SchedulerDeps, claim: Claim, reason: str) -> str:
-    await finish(deps.sessions, claim.id, status="skipped", reason=reason)
+    await finish(lone(deps), claim.id, status="skipped", reason=reason)
     log.info("outreach.skipped", outreach_id=claim.id, kind=claim.kind, reason=reason)
     return f"skipped:{reason}"
 
@@ -176,7 +176,7 @@ async def send_claim(
     verdict = _verdict(claim, facts, events, now, limits_of(deps))
     if verdict == WAIT:
         until = resume_at(facts, now, limits_of(deps))
-        await release(deps.sessions, claim, until=until, failed_attempt=False)
+        await release(lone(deps), claim, until=until, failed_attempt=False)
         return "waiting"
     if verdict != GO:
         return await _skip(deps, claim, verdict)
@@ -201,10 +201,10 @@ async def _model_failed(
 ) -> str:
     log.warning("outreach.model_failed", outreach_id=claim.id, error=type(exc).__name__)
     if claim.attempts + 1 >= deps.config.max_attempts:
-        await finish(deps.sessions, claim.id, status="failed", reason="llm_unavailable")
+        await finish(lone(deps), claim.id, status="failed", reason="llm_unavailable")
         return "failed:llm_unavailable"
     until = now + deps.config.retry_delay
-    await release(deps.sessions, claim, until=until, failed_attempt=True)
+    await release(lone(deps), claim, until=until, failed_attempt=True)
     return "retry"
 
 
@@ -215,7 +215,7 @@ async def _deliver(deps: SchedulerDeps, claim: Claim, message: str) -> str:
         log.warning("outreach.embedding_failed", outreach_id=claim.id)
         embedding = None
     lease_until = deps.clock.now() + deps.config.lease
-    if not await begin_sending(deps.sessions, claim, text_=message, lease_until=lease_until):
+    if not await begin_sending(lone(deps), claim, text_=message, lease_until=lease_until):
         log.info("outreach.claim_lost", outreach_id=claim.id)
         return "lost"
     try:
@@ -224,7 +224,7 @@ async def _deliver(deps: SchedulerDeps, claim: Claim, message: str) -> str:
         )
     except DeliveryFailed as exc:
         await finish(
-            deps.sessions, claim.id, status="failed", reason=exc.reason, error=exc.detail[:500]
+            lone(deps), claim.id, status="failed", reason=exc.reason, error=exc.detail[:500]
         )
         log.info("outreach.failed", outreach_id=claim.id, kind=claim.kind, reason=exc.reason)
         return f"failed:{exc.reason}"
