@@ -27,8 +27,8 @@ async def reachable_chats(
     """The person's reachable private chats on `platforms`: the account they chose for
     check-ins (`/link`) first, then the newest."""
     async with sessions() as db:
-        rows = await db.scalars(
-            select(Identity)
+        rows = await db.execute(
+            select(Identity.platform, Identity.platform_user_id, Identity.chat_id)
             .where(
                 Identity.user_id == user_id,
                 Identity.reachable,

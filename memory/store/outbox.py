@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, func, or_, select, text, update
+from sqlalchemy import ColumnElement, func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.store.log_statements import current_session
@@ -160,12 +160,10 @@ async def finish_sent(
             )
         )
         session, _closed = await current_session(db, claim.user_id, now, idle_gap)
-        session.last_message_at = max(session.last_message_at, now)
-        session_id = session.id
-        db.add(
-            Message(
+        await db.execute(
+            insert(Message).values(
                 user_id=claim.user_id,
-                session_id=session_id,
+                session_id=session.id,
                 role="assistant",
                 content=text_,
                 platform=delivered.platform,
