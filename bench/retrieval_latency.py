@@ -42,6 +42,7 @@ from typing import Any
 
 import asyncpg
 from pgvector.asyncpg import register_vector
+from sqlalchemy import event
 
 from bot.logs import configure_logging
 from memory.recall.context import assemble_context
@@ -284,18 +285,33 @@ async def measure(url: str, people: int, turns: int, embedder: Embedder) -> Timi
     """Milliseconds per context assembly (`context`: recall ranking by words while the
     query is embedded; `previous`: embedding first, then one statement per kind, as
     before — both every turn, in alternating order, so they share the machine's
-    conditions), per `recall` alone and per query embedding alone, after a warm-up."""
+    conditions), per `recall` alone and per query embedding alone, after a warm-up; and
+    the SQL statements each way ran per turn."""
     engine = create_engine(url, pool_size=8)  # a turn holds up to five at once
     sessions = autocommit_session_factory(engine)
+    ran = [0]
+
+    def count(*_: object) -> None:
+        ran[0] += 1
+
+    event.listen(engine.sync_engine, "before_cursor_execute", count)
     rng = random.Random(5)
     async with engine.connect() as conn:
         first = int((await conn.exec_driver_sql("SELECT min(id) FROM users")).scalar_one())
-    timings: Timings = {"context": [], "previous": [], "recall": [], "embed": []}
+    timings: Timings = {
+        "context": [],
+        "previous": [],
+        "recall": [],
+        "embed": [],
+        "statements_context": [],
+        "statements_previous": [],
+    }
     try:
         for turn in range(turns + 20):
             user_id = first + rng.randrange(people)
             query = sentence(rng, rng.choice(QUESTIONS))
             for overlap in (True, False) if turn % 2 else (False, True):
+                ran[0] = 0
                 started = time.perf_counter()
                 if overlap:  # what a turn calls now
                     done = await assemble_within(
@@ -324,6 +340,8 @@ async def measure(url: str, people: int, turns: int, embedder: Embedder) -> Timi
                 if turn >= 20:
                     taken = (time.perf_counter() - started) * 1000
                     timings["context" if overlap else "previous"].append(taken)
+                    way = "context" if overlap else "previous"
+                    timings[f"statements_{way}"].append(float(ran[0]))
             started = time.perf_counter()
             await recall(sessions, embedder, user_id=user_id, query=query, k=8, now=NOW)
             middle = time.perf_counter()
@@ -467,6 +485,13 @@ def report(
         print(
             f"  recall alone (k=8): mean {statistics.fmean(recalls):.1f} ms, "
             f"p50 {percentile(recalls, 0.5):.1f}, p95 {r95:.1f}"
+        )
+        ways = timings["statements_context"], timings["statements_previous"]
+        print(
+            "  SQL statements per turn (each embeds the query once): "
+            + ", the previous way ".join(
+                f"mean {statistics.fmean(n):.2f} ({min(n):.0f}-{max(n):.0f})" for n in ways
+            )
         )
         embeds = timings["embed"]
         print(

@@ -24,7 +24,19 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import DateTime, Select, String, and_, bindparam, literal, or_, select, union_all
+from sqlalchemy import (
+    DateTime,
+    Select,
+    String,
+    and_,
+    bindparam,
+    func,
+    literal,
+    or_,
+    select,
+    union_all,
+)
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.local_time import zone_of
@@ -206,6 +218,16 @@ def standing_statement() -> Any:
     ones nearest today (bound: `uid`, `now`, `recent_from`, `upcoming_to`), each part
     capped at what a memory block could show. Built once: building it is dearer than
     running it."""
+    parts = _standing_parts()
+    return select(parts).order_by(*_standing_order(parts))
+
+
+def _standing_order(parts: Any) -> tuple[Any, ...]:
+    return parts.c.pinned.desc(), parts.c.importance.desc(), parts.c.id.desc()
+
+
+def _standing_parts() -> Any:
+    """The rows of `standing_statement`, unordered, as a subquery."""
     now = bindparam("now", type_=DateTime(timezone=True))
     columns = (Memory.id, Memory.content, Memory.tier, Memory.pinned, Memory.importance,
                Memory.event_at, Memory.valid_from)  # fmt: skip
@@ -232,10 +254,7 @@ def standing_statement() -> Any:
         .order_by(Memory.event_at.is_(None), Memory.event_at, Memory.importance.desc())
         .limit(ACTIVE_ROWS)
     )
-    parts = union_all(pinned, core, active).subquery()
-    return select(parts).order_by(
-        parts.c.pinned.desc(), parts.c.importance.desc(), parts.c.id.desc()
-    )
+    return union_all(pinned, core, active).subquery()
 
 
 def standing_params(user_id: int, now: datetime) -> dict[str, object]:
@@ -318,6 +337,18 @@ def extras_statement(with_last_summary: bool) -> Select[list[str] | None, str | 
     return select(notes, last, week_statement())
 
 
+@functools.cache
+def remembered_statement(with_last_summary: bool) -> Any:
+    """`extras_statement` and `standing_statement` in one row, one round trip: the
+    extras, then one array per column of `Standing`, its rows in the standing order
+    (bound: those of both)."""
+    parts = _standing_parts()
+    order = _standing_order(parts)
+    columns = [func.array_agg(aggregate_order_by(column, *order)) for column in parts.c]
+    extras = extras_statement(with_last_summary).selected_columns
+    return select(*extras, *columns).select_from(parts)
+
+
 async def remembered(
     sessions: async_sessionmaker[AsyncSession],
     *,
@@ -327,13 +358,12 @@ async def remembered(
     session_id: int | None,
     with_last_summary: bool,
 ) -> Remembered:
-    """The standing memories, notes, last summary and the diary's week: two statements on
-    one connection."""
-    extras = week_params(user_id, today) | {"sid": session_id or 0}
+    """The standing memories, notes, last summary and the diary's week: one statement."""
+    params = standing_params(user_id, now) | week_params(user_id, today) | {"sid": session_id or 0}
     async with sessions() as db:
-        rows = await db.execute(standing_statement(), standing_params(user_id, now))
-        standing = [Standing(*row) for row in rows]
-        notes, last, week = (await db.execute(extras_statement(with_last_summary), extras)).one()
+        row = (await db.execute(remembered_statement(with_last_summary), params)).one()
+    notes, last, week, *columns = row
+    standing = [Standing(*values) for values in zip(*(c or () for c in columns), strict=True)]
     return Remembered(standing, tuple(notes or ()), last or "", week_lines(week))
 
 

@@ -28,7 +28,7 @@ import functools
 import math
 import re
 from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -743,6 +743,7 @@ async def candidates(
     names: Sequence[str] = (),
     first_ranks: Mapping[int, Candidate] | None = None,
     faded: bool = False,
+    unit_ranks: Mapping[int, int | None] | None = None,
 ) -> list[Candidate]:
     """The person's best `per_list` rows by vector and by text, with both ranks; one query.
 
@@ -753,10 +754,19 @@ async def candidates(
     Rows from `window` (by message time, or a memory's event time) are ranked by cosine
     as a third list; the sessions by their summaries as a fourth; with `names`, the
     messages by the names they use as a fifth. With `first_ranks` (a first pass's
-    messages by id), each row's vector and window ranks are those of the first pass.
+    messages by id), each row's vector and window ranks are those of the first pass;
+    with `unit_ranks` (the first pass's summary-unit rank of every message it ranked),
+    so are the unit ranks, and the summary sentences are not ranked again.
     """
     if not (messages or memories):
         return []
+    if unit_ranks is not None:
+        # The units rank by the query's vector alone: the first pass's ranks are these
+        # ranks; the rows they keep are kept by id.
+        top = tuning.unit_sessions if tuning.unit_weight > 0 else 0
+        kept = [i for i, rank in unit_ranks.items() if rank is not None and rank <= top]
+        words_only_keeping = [*(words_only_keeping or ()), *kept]
+        tuning = replace(tuning, unit_weight=0.0)
     statement = _statement(
         messages=messages,
         memories=memories,
@@ -818,6 +828,9 @@ async def candidates(
             first = first_ranks.get(values["id"])
             values["vector_rank"] = first.vector_rank if first else None
             values["window_rank"] = first.window_rank if first else None
+    if unit_ranks is not None:
+        for values in rows:
+            values["unit_rank"] = unit_ranks.get(values["id"])
     return [Candidate(**values) for values in rows]
 
 
@@ -862,8 +875,9 @@ async def recall(
             return [1.0] + [0.0] * (embedder.dim - 1)
 
     per_list = max(tuning.candidates, k)
+    units: Mapping[int, int | None] | None = None  # known from the overlapping first pass
     if overlap and not faded:
-        vector, found = await first_pass(
+        vector, found, units = await _first_pass(
             sessions,
             embedded(),
             user_id=user_id,
@@ -925,6 +939,7 @@ async def recall(
             window=window,
             names=second_hop_names(result, cleaned, tuning),
             first_ranks=first,
+            unit_ranks=units if include_messages else None,
         )
         found = [c for c in found if c.kind == "memory"] + again
         result = fuse(found, k=k, mode=mode, tuning=tuning, now=now)
@@ -1061,6 +1076,38 @@ async def first_pass(
     the database side by side: the word-ranked halves run while `query_vector` is being
     made, the vector-ranked halves once it is there, each kind on its own connection.
     Returns the vector and the candidates."""
+    vector, found, _ = await _first_pass(
+        sessions,
+        query_vector,
+        user_id=user_id,
+        query=query,
+        messages=messages,
+        memories=memories,
+        dim=dim,
+        exclude_session_id=exclude_session_id,
+        per_list=per_list,
+        tuning=tuning,
+        window=window,
+    )
+    return vector, found
+
+
+async def _first_pass(
+    sessions: async_sessionmaker[AsyncSession],
+    query_vector: Awaitable[Sequence[float]],
+    *,
+    user_id: int,
+    query: str,
+    messages: bool,
+    memories: bool,
+    dim: int,
+    exclude_session_id: int | None = None,
+    per_list: int = 50,
+    tuning: Tuning = DEFAULT_TUNING,
+    window: Window | None = None,
+) -> tuple[list[float], list[Candidate], dict[int, int | None]]:
+    """`first_pass`, and the summary-unit rank of every message the vector half ranked
+    (by id; the feedback pass takes them instead of ranking the units again)."""
     params = _params(
         tuning,
         uid=user_id,
@@ -1105,7 +1152,8 @@ async def first_pass(
         for (kind, _, _), words, vectors in zip(kinds, word_halves, vector_halves, strict=True)
         for c in _joined(kind, words, vectors)
     ]
-    return vector, found
+    units = vector_halves[0].ranks.get("r_3", {}) if messages else {}
+    return vector, found, units
 
 
 def feedback_ids(
