@@ -229,7 +229,7 @@ async def _deliver(deps: SchedulerDeps, claim: Claim, message: str) -> str:
         log.info("outreach.failed", outreach_id=claim.id, kind=claim.kind, reason=exc.reason)
         return f"failed:{exc.reason}"
     await finish_sent(
-        deps.sessions,
+        lone(deps),
         claim,
         delivered=Delivered(recipient.platform, recipient.chat_id, message_id),
         text_=message,

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, func, insert, or_, select, text, update
+from sqlalchemy import ColumnElement, DateTime, bindparam, func, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memory.store.log_statements import current_session
-from memory.store.tables import Memory, Message, Outreach
+from memory.store.binary_vector import BinaryVector
+from memory.store.tables import Memory, Outreach
 
 FINAL = ("sent", "skipped", "failed", "unknown")
 
@@ -131,6 +131,46 @@ async def release(
         )
 
 
+# One statement, so atomic without a transaction: the row and its merged rows marked sent,
+# the person's open session touched (or, when idle or missing, the idle one closed for
+# extraction and a new one opened, as `log_statements.current_session` does), and the
+# message kept in that session.
+_FINISH_SENT = text("""
+WITH sent AS (
+    UPDATE outreach SET status = 'sent', reason = NULL, sent_at = :now, platform = :platform,
+        platform_message_id = :message_id, lease_until = NULL
+    WHERE user_id = :uid AND (id = :id OR merged_into = :id)
+      AND status IN ('sending', 'unknown')
+    RETURNING id
+), open AS (
+    SELECT id, last_message_at FROM sessions
+    WHERE user_id = :uid AND closed_at IS NULL
+    ORDER BY id DESC LIMIT 1
+    FOR UPDATE
+), touched AS (
+    UPDATE sessions AS s SET last_message_at = :now FROM open
+    WHERE s.user_id = :uid AND s.id = open.id AND open.last_message_at >= :since
+    RETURNING s.id
+), closed AS (
+    UPDATE sessions AS s SET closed_at = open.last_message_at, extraction_due = true FROM open
+    WHERE s.user_id = :uid AND s.id = open.id AND open.last_message_at < :since
+    RETURNING s.id
+), fresh AS (
+    INSERT INTO sessions (user_id, started_at, last_message_at)
+    SELECT :uid, :now, :now WHERE NOT EXISTS (SELECT 1 FROM touched)
+    RETURNING id
+)
+INSERT INTO messages (user_id, session_id, role, content, platform, chat_id,
+                      platform_message_id, created_at, embedding)
+SELECT :uid, coalesce((SELECT id FROM touched), (SELECT id FROM fresh)), 'assistant',
+       :content, :platform, :chat_id, :stored_message_id, :now, :embedding
+""").bindparams(
+    bindparam("embedding", type_=BinaryVector()),
+    bindparam("now", type_=DateTime(timezone=True)),
+    bindparam("since", type_=DateTime(timezone=True)),
+)
+
+
 async def finish_sent(
     sessions: async_sessionmaker[AsyncSession],
     claim: Claim,
@@ -142,37 +182,22 @@ async def finish_sent(
     idle_gap: timedelta,
 ) -> None:
     """Mark the row (and merged rows) sent and keep the message in the conversation log,
-    in one transaction; a row marked unknown meanwhile is corrected to sent."""
+    in one statement (atomic on its own); a row marked unknown meanwhile is corrected to
+    sent."""
+    params = {
+        "uid": claim.user_id,
+        "id": claim.id,
+        "now": now,
+        "since": now - idle_gap,
+        "platform": delivered.platform,
+        "message_id": delivered.platform_message_id,
+        "chat_id": delivered.chat_id,
+        "stored_message_id": delivered.platform_message_id or None,
+        "content": text_,
+        "embedding": embedding,
+    }
     async with sessions.begin() as db:
-        await db.execute(
-            update(Outreach)
-            .where(
-                _row_and_merged(claim.id),
-                Outreach.status.in_(("sending", "unknown")),
-            )
-            .values(
-                status="sent",
-                reason=None,
-                sent_at=now,
-                platform=delivered.platform,
-                platform_message_id=delivered.platform_message_id,
-                lease_until=None,
-            )
-        )
-        session, _closed = await current_session(db, claim.user_id, now, idle_gap)
-        await db.execute(
-            insert(Message).values(
-                user_id=claim.user_id,
-                session_id=session.id,
-                role="assistant",
-                content=text_,
-                platform=delivered.platform,
-                chat_id=delivered.chat_id,
-                platform_message_id=delivered.platform_message_id or None,
-                created_at=now,
-                embedding=embedding,
-            )
-        )
+        await db.execute(_FINISH_SENT, params)
 
 
 _RECOVER_SENDING = text("""
