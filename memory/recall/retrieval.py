@@ -28,8 +28,8 @@ import functools
 import math
 import re
 from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import structlog
@@ -37,11 +37,12 @@ from sqlalchemy import BigInteger, DateTime, bindparam, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.recall.anchor import event_time, event_window, window_ranks
 from memory.recall.embeddings import EmbeddingError
 from memory.recall.entities import linked_names
 from memory.recall.life_cycle import Life
 from memory.recall.spread import asks_for_several, one_per_group, spread
-from memory.recall.when import SLACK, Window, time_window
+from memory.recall.when import SLACK, Window, event_named, time_window
 from memory.store.binary_vector import BinaryVector
 from memory.store.ports import Embedder
 from memory.store.tables import Memory
@@ -89,6 +90,7 @@ class Tuning:
     entity_weight: float = 0.5  # messages ranked by the names so found, as one more list
     spread_decay: float = 0.97  # a question asking for several things: per turn of a session
     spread_pool: int = 60  # already chosen, in the final pick from this many best; 1 = off
+    event_days: float = 60.0  # "after the move": the window from the event's message; 0 = off
 
 
 DEFAULT_TUNING = Tuning()
@@ -101,6 +103,7 @@ PREVIOUS_TUNING = Tuning(
     unit_weight=0.0,
     entity_docs=0,
     spread_decay=1.0,
+    event_days=0.0,
 )
 
 
@@ -920,6 +923,12 @@ async def recall(
     width = max(k, tuning.feedback_docs)
     several = mode == "hybrid" and asks_for_several(cleaned)
     result = fuse(found, k=width, mode=mode, tuning=tuning, now=now)
+    anchored = window is None and mode == "hybrid" and tuning.window_weight > 0
+    anchored = anchored and tuning.event_days > 0
+    if anchored and (event := event_named(cleaned)):
+        found, anchored = event_anchored(found, result, event, tuning=tuning, now=now)
+    else:
+        anchored = False
     feedback = feedback_ids(found, result, mode=mode, tuning=tuning)
     if feedback:
         # The expanded query re-ranks messages by words; their vector ranks and the
@@ -945,7 +954,7 @@ async def recall(
         )
         found = [c for c in found if c.kind == "memory"] + again
         result = fuse(found, k=k, mode=mode, tuning=tuning, now=now, several=several)
-    elif several:
+    elif several or anchored:
         result = fuse(found, k=k, mode=mode, tuning=tuning, now=now, several=several)
     log.debug(
         "memory.recalled",
@@ -972,6 +981,35 @@ def second_hop_names(
     sessions = session_of or {}
     best = one_per_group(messages, lambda r: sessions.get(r.id), tuning.entity_docs)
     return linked_names([r.content for r in best], query, limit=tuning.entity_names)
+
+
+def event_anchored(
+    found: list[Candidate],
+    ranked: Sequence[Recalled],
+    event: tuple[str, tuple[str, ...]],
+    *,
+    tuning: Tuning,
+    now: datetime,
+) -> tuple[list[Candidate], bool]:
+    """`found` with the time list of an event the question names ("after the move":
+    `anchor.py`), anchored on the best first-pass message telling of it; and whether
+    there was one."""
+    relation, words = event
+    at = event_time([(r.content, r.created_at) for r in ranked if r.kind == "message"], words)
+    if at is None:
+        return found, False
+    ranks = window_ranks(
+        found,
+        event_window(relation, at, now, timedelta(days=tuning.event_days)),
+        at=lambda c: c.created_at,
+        score=lambda c: fused_score(c, mode="hybrid", tuning=tuning, now=now),
+        eligible=lambda c: c.kind == "message" and c.window_rank is None,
+    )
+    if not ranks:
+        return found, False
+    return [
+        replace(c, window_rank=ranks[i]) if i in ranks else c for i, c in enumerate(found)
+    ], True
 
 
 def sessions_of(found: Iterable[Candidate]) -> dict[int, int | None]:

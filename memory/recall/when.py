@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 MONTHS = {
     name: number
@@ -217,4 +217,32 @@ def time_window(query: str, now: datetime) -> Window | None:
     if m := _YEAR.search(text):
         year = int(m[1])
         return Window(_month_start(year, 1, now), _month_start(year + 1, 1, now))
+    return None
+
+
+_EVENT = re.compile(
+    r"\b(before|after|since) (?:the |my |our |his |her |their |a |an |we |i )?"
+    r"([a-z][a-z'-]*(?: [a-z][a-z'-]*){0,3})"
+)
+_ANY_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # only to tell a date from an event
+_EVENT_ENDS = frozenset({
+    "to", "and", "or", "but", "with", "when", "while", "did", "do", "does", "was", "were",
+    "is", "are", "had", "has", "have", "that", "which", "who", "what", "how", "for", "from",
+    "at", "in", "on", "of", "so", "then", "it", "we", "i", "you", "he", "she", "they",
+})  # fmt: skip
+
+
+def event_named(query: str) -> tuple[str, tuple[str, ...]] | None:
+    """A time told by an event rather than a date: "after the move", "before my
+    surgery", "since the wedding" give the relation and the event's words (None when
+    the query names a date instead, or no event)."""
+    text = " ".join(query.lower().split())
+    for m in _EVENT.finditer(text):
+        words: list[str] = []
+        for word in m[2].split():
+            if word in _EVENT_ENDS:
+                break
+            words.append(word)
+        if words and _date_at(m[2], _ANY_TIME) is None:
+            return m[1], tuple(w for w in words if len(w) >= 3) or tuple(words)
     return None

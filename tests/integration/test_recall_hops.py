@@ -151,3 +151,27 @@ async def test_a_question_asking_for_several_things_spreads_over_sessions(
     assert ids[3][0] in {r.id for r in found}
     assert len({r.id for r in found} & set(ids[1])) == 1
     assert {r.id for r in bunched} <= set(ids[1])
+
+
+async def test_after_an_event_favours_what_was_said_after_it_was_told(
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
+) -> None:
+    days = [
+        ["Went to a pottery class at the old community centre"],
+        ["The weather has been lovely"],
+        ["We moved into the new flat today, so many boxes"],
+        ["I should water the plants"],
+        ["Tried a pottery class near our place, it was fun"],
+        ["Work has been busy this week"],
+    ]
+    _, alice, ids = await history(db, embedder, clock, days)
+    asked = "what class did I go to after the move?"
+    plain = replace(DEFAULT_TUNING, event_days=0.0)
+
+    found = await recall(db, embedder, user_id=alice, query=asked, k=2, now=clock.now())
+    unanchored = await recall(
+        db, embedder, user_id=alice, query=asked, k=2, now=clock.now(), tuning=plain
+    )
+
+    assert found[0].id == ids[4][0]
+    assert unanchored[0].id != ids[4][0]

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from memory.recall.when import time_window
+from memory.recall.when import event_named, time_window
 
 NOW = datetime(2023, 8, 20, 15, 0, tzinfo=UTC)  # a Sunday in summer
 
@@ -76,3 +76,23 @@ def test_a_date_can_anchor_the_span_instead_of_now(query: str, start: date, end:
 )
 def test_before_or_after_something_that_is_not_a_date_names_no_time(query: str) -> None:
     assert time_window(query, NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("query", "relation", "words"),
+    [
+        ("what did I do after the move?", "after", ("move",)),
+        ("how was I sleeping before my surgery", "before", ("surgery",)),
+        ("how has my back been since the wedding", "since", ("wedding",)),
+        ("what did we do after the road trip to relax", "after", ("road", "trip")),
+    ],
+)
+def test_an_event_can_tell_the_time(query: str, relation: str, words: tuple[str, ...]) -> None:
+    assert event_named(query) == (relation, words)
+
+
+@pytest.mark.parametrize(
+    "query", ["the week before 3 August", "since June", "after 2021", "after that", "what now"]
+)
+def test_a_date_or_nothing_after_before_is_no_event(query: str) -> None:
+    assert event_named(query) is None
