@@ -8,8 +8,10 @@ cosine; for a message, its session, by BM25 of the session's summary among the
 person's summaries, and by the cosine of the summary's best sentence (each sentence is
 embedded on its own, `memory.store.summary_units`; in both, the best sessions' turns
 all become candidates: a summary is a unit of recall beside single turns); and, on
-the second pass, the messages using names the first pass's best messages used
-(`entities.py`: the second hop). A message's text scores also borrow from its
+the second pass, the messages using names the first pass's best messages (one a
+session) used (`entities.py`: the second hop). A time told by an event ("after the
+move") is anchored on the first pass's message telling of it (`anchor.py`) and ranks
+the candidates in its window as the time list. A message's text scores also borrow from its
 neighbours in the same session, because a reply ("yes, it went great") is about what
 the turn before it said. Message cosines are taken after
 removing the (shrunk) mean vector of the person's latest messages, and every row also
@@ -18,7 +20,8 @@ a message, in the turns either side). Python then fuses the ranks by weighted
 reciprocal rank plus coverage, weights memories by importance, confidence and recency,
 and puts the conversation log below memories. The second pass also adds pseudo-
 relevance feedback: the best few messages lend their most distinctive terms to the
-query at a lower weight and the statement runs once more, by words only.
+query at a lower weight and the statement runs once more, by words only. A question
+asking for several things spreads its final pick over sessions (`spread.py`).
 """
 
 from __future__ import annotations
