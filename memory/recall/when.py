@@ -134,16 +134,26 @@ def _ago(count: str, unit: str, now: datetime) -> Window:
     return Window(centre - half, centre + half)
 
 
+def _calendar(text: str, now: datetime, *, at_start: bool) -> Window | None:
+    """The calendar date or month `text` names ("8 May", "May 8, 2023", "June 2021"):
+    anywhere, or (`at_start`) only where it starts."""
+    for pattern in (_DAY_MONTH, _MONTH_DAY, _MONTH_YEAR):
+        m = pattern.match(text) if at_start else pattern.search(text)
+        if m is None:
+            continue
+        if pattern is _MONTH_YEAR:
+            return _months(_month_start(int(m[2]), MONTHS[m[1]], now), 1)
+        day, month = (m[1], m[2]) if pattern is _DAY_MONTH else (m[2], m[1])
+        return _day(int(day), MONTHS[month], int(m[3]) if m[3] else None, now)
+    return None
+
+
 def _date_at(text: str, now: datetime) -> Window | None:
     """The calendar date, month or year `text` starts with ("8 May", "May 8, 2023",
     "June 2021", "June", "2022"), or None."""
     text = text.removeprefix("the ")
-    if m := _DAY_MONTH.match(text):
-        return _day(int(m[1]), MONTHS[m[2]], int(m[3]) if m[3] else None, now)
-    if m := _MONTH_DAY.match(text):
-        return _day(int(m[2]), MONTHS[m[1]], int(m[3]) if m[3] else None, now)
-    if m := _MONTH_YEAR.match(text):
-        return _months(_month_start(int(m[2]), MONTHS[m[1]], now), 1)
+    if found := _calendar(text, now, at_start=True):
+        return found
     if m := re.match(rf"({_MONTH})\b", text):
         return _latest_month(MONTHS[m[1]], now)
     if m := re.match(r"((?:19|20)\d\d)\b", text):
@@ -193,14 +203,8 @@ def _anchored(text: str, now: datetime) -> Window | None:
 def time_window(query: str, now: datetime) -> Window | None:
     """The time `query` asks about, resolved against `now`; None when it names none."""
     text = " ".join(query.lower().split())
-    if anchored := _anchored(text, now):
-        return anchored
-    if m := _DAY_MONTH.search(text):
-        return _day(int(m[1]), MONTHS[m[2]], int(m[3]) if m[3] else None, now)
-    if m := _MONTH_DAY.search(text):
-        return _day(int(m[2]), MONTHS[m[1]], int(m[3]) if m[3] else None, now)
-    if m := _MONTH_YEAR.search(text):
-        return _months(_month_start(int(m[2]), MONTHS[m[1]], now), 1)
+    if found := _anchored(text, now) or _calendar(text, now, at_start=False):
+        return found
     if m := _DAY.search(text):
         start = _midnight(now) - timedelta(days=_DAYS[m[1]])
         return Window(start, start + timedelta(days=1))
