@@ -8,8 +8,10 @@ cosine; for a message, its session, by BM25 of the session's summary among the
 person's summaries, and by the cosine of the summary's best sentence (each sentence is
 embedded on its own, `memory.store.summary_units`; in both, the best sessions' turns
 all become candidates: a summary is a unit of recall beside single turns); and, on
-the second pass, the messages using names the first pass's best messages used
-(`entities.py`: the second hop). A message's text scores also borrow from its
+the second pass, the messages using names the first pass's best messages (one a
+session) used (`entities.py`: the second hop). A time told by an event ("after the
+move") is anchored on the first pass's message telling of it (`anchor.py`) and ranks
+the candidates in its window as the time list. A message's text scores also borrow from its
 neighbours in the same session, because a reply ("yes, it went great") is about what
 the turn before it said. Message cosines are taken after
 removing the (shrunk) mean vector of the person's latest messages, and every row also
@@ -18,7 +20,8 @@ a message, in the turns either side). Python then fuses the ranks by weighted
 reciprocal rank plus coverage, weights memories by importance, confidence and recency,
 and puts the conversation log below memories. The second pass also adds pseudo-
 relevance feedback: the best few messages lend their most distinctive terms to the
-query at a lower weight and the statement runs once more, by words only.
+query at a lower weight and the statement runs once more, by words only. A question
+asking for several things spreads its final pick over sessions (`spread.py`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import math
 import re
 from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import structlog
@@ -37,10 +40,12 @@ from sqlalchemy import BigInteger, DateTime, bindparam, text, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memory.recall.anchor import event_time, event_window, window_ranks
 from memory.recall.embeddings import EmbeddingError
 from memory.recall.entities import linked_names
 from memory.recall.life_cycle import Life
-from memory.recall.when import SLACK, Window, time_window
+from memory.recall.spread import asks_for_several, one_per_group, spread
+from memory.recall.when import SLACK, Window, event_named, time_window
 from memory.store.binary_vector import BinaryVector
 from memory.store.ports import Embedder
 from memory.store.tables import Memory
@@ -86,6 +91,9 @@ class Tuning:
     entity_docs: int = 3  # the second hop follows names in this many best messages; 0 = off
     entity_names: int = 6
     entity_weight: float = 0.5  # messages ranked by the names so found, as one more list
+    spread_decay: float = 0.97  # a question asking for several things: per turn of a session
+    spread_pool: int = 60  # already chosen, in the final pick from this many best; 1 = off
+    event_days: float = 60.0  # "after the move": the window from the event's message; 0 = off
 
 
 DEFAULT_TUNING = Tuning()
@@ -97,6 +105,8 @@ PREVIOUS_TUNING = Tuning(
     session_weight=0.0,
     unit_weight=0.0,
     entity_docs=0,
+    spread_decay=1.0,
+    event_days=0.0,
 )
 
 
@@ -143,6 +153,7 @@ class Candidate:
     session_rank: int | None = None  # its session's summary among the person's summaries
     unit_rank: int | None = None  # its session by its summary's best sentence, by cosine
     entity_rank: int | None = None  # by the names it shares with the first hop's best rows
+    session_id: int | None = None  # a message's session (None for a memory)
     status: str | None = None
     expires_at: datetime | None = None
     unsure: bool | None = None
@@ -200,11 +211,22 @@ def fuse(
     mode: Mode = "hybrid",
     tuning: Tuning = DEFAULT_TUNING,
     now: datetime,
+    several: bool = False,
 ) -> list[Recalled]:
-    """The `k` best candidates by fused score, best first; ties go to the newer row."""
+    """The `k` best candidates by fused score, best first; ties go to the newer row.
+    With `several` (the question asks for several things: `spread.asks_for_several`),
+    the pick spreads over sessions (`spread.spread`, by `tuning.spread_decay`)."""
     scored = [(fused_score(c, mode=mode, tuning=tuning, now=now), c) for c in candidates]
     scored = [(s, c) for s, c in scored if s > 0.0]
     scored.sort(key=lambda pair: (-pair[0], -pair[1].created_at.timestamp(), -pair[1].id))
+    if several:
+        scored = spread(
+            scored,
+            k=k,
+            decay=tuning.spread_decay,
+            group=lambda c: c.session_id,
+            pool=tuning.spread_pool,
+        )
     return [_recalled(c, s) for s, c in scored[:k]]
 
 
@@ -496,7 +518,7 @@ SELECT 'message' AS kind, m.id, r.vrank AS vector_rank, r.trank AS text_rank,
        NULL::int AS short_id, NULL AS tier, NULL AS category, NULL::float AS importance,
        NULL::float AS confidence, NULL::timestamptz AS event_at, m.role, m.platform_message_id,
        CAST(r.coverage AS float8) AS coverage, NULL AS status, NULL::timestamptz AS expires_at,
-       NULL::boolean AS unsure, NULL::timestamptz AS last_confirmed_at
+       NULL::boolean AS unsure, NULL::timestamptz AS last_confirmed_at, m.session_id
 FROM m_top AS r CROSS JOIN LATERAL (
     SELECT * FROM messages AS one WHERE one.user_id = :uid AND one.id = r.id
 ) AS m"""
@@ -507,7 +529,7 @@ SELECT 'memory' AS kind, k.id, r.vrank AS vector_rank, r.trank AS text_rank,
        NULL::bigint AS entity_rank, k.content, k.created_at,
        k.short_id, k.tier, k.category, k.importance, k.confidence, k.event_at,
        NULL AS role, NULL AS platform_message_id, CAST(r.coverage AS float8) AS coverage,
-       k.status, k.expires_at, k.unsure, k.last_confirmed_at
+       k.status, k.expires_at, k.unsure, k.last_confirmed_at, NULL::bigint AS session_id
 FROM k_ranked AS r JOIN memories AS k ON k.id = r.id
 WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n)"""
 
@@ -524,7 +546,7 @@ _RANKS_COLUMNS = """,
 _RANKS_ROW = """
 UNION ALL
 SELECT 'ranks', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        array_agg(id), {r_1}, {r_2}, {r_3}, {r_cov}
 FROM {source}"""
 
@@ -916,7 +938,14 @@ async def recall(
         mode = "text"
 
     width = max(k, tuning.feedback_docs)
+    several = mode == "hybrid" and asks_for_several(cleaned)
     result = fuse(found, k=width, mode=mode, tuning=tuning, now=now)
+    anchored = window is None and mode == "hybrid" and tuning.window_weight > 0
+    anchored = anchored and tuning.event_days > 0
+    if anchored and (event := event_named(cleaned)):
+        found, anchored = event_anchored(found, result, event, tuning=tuning, now=now)
+    else:
+        anchored = False
     feedback = feedback_ids(found, result, mode=mode, tuning=tuning)
     if feedback:
         # The expanded query re-ranks messages by words; their vector ranks and the
@@ -937,12 +966,14 @@ async def recall(
             feedback_message_ids=feedback,
             words_only_keeping=keep,
             window=window,
-            names=second_hop_names(result, cleaned, tuning),
+            names=second_hop_names(result, cleaned, tuning, sessions_of(found)),
             first_ranks=first,
             unit_ranks=units if include_messages else None,
         )
         found = [c for c in found if c.kind == "memory"] + again
-        result = fuse(found, k=k, mode=mode, tuning=tuning, now=now)
+        result = fuse(found, k=k, mode=mode, tuning=tuning, now=now, several=several)
+    elif several or anchored:
+        result = fuse(found, k=k, mode=mode, tuning=tuning, now=now, several=several)
     log.debug(
         "memory.recalled",
         user_id=user_id,
@@ -953,12 +984,55 @@ async def recall(
     return result[:k]
 
 
-def second_hop_names(ranked: Sequence[Recalled], query: str, tuning: Tuning) -> list[str]:
-    """Names in the best first-hop messages that the query does not use."""
+def second_hop_names(
+    ranked: Sequence[Recalled],
+    query: str,
+    tuning: Tuning,
+    session_of: Mapping[int, int | None] | None = None,
+) -> list[str]:
+    """Names in the best first-hop messages that the query does not use: with
+    `session_of` (message id: session), from the best message of each session, so the
+    hop is not led by one conversation's names alone."""
     if tuning.entity_docs <= 0 or tuning.entity_weight <= 0:
         return []
-    best = [r.content for r in ranked if r.kind == "message"][: tuning.entity_docs]
-    return linked_names(best, query, limit=tuning.entity_names)
+    messages = [r for r in ranked if r.kind == "message"]
+    sessions = session_of or {}
+    best = one_per_group(messages, lambda r: sessions.get(r.id), tuning.entity_docs)
+    return linked_names([r.content for r in best], query, limit=tuning.entity_names)
+
+
+def event_anchored(
+    found: list[Candidate],
+    ranked: Sequence[Recalled],
+    event: tuple[str, tuple[str, ...]],
+    *,
+    tuning: Tuning,
+    now: datetime,
+) -> tuple[list[Candidate], bool]:
+    """`found` with the time list of an event the question names ("after the move":
+    `anchor.py`), anchored on the best first-pass message telling of it; and whether
+    there was one."""
+    relation, words = event
+    at = event_time([(r.content, r.created_at) for r in ranked if r.kind == "message"], words)
+    if at is None:
+        return found, False
+    ranks = window_ranks(
+        found,
+        event_window(relation, at, now, timedelta(days=tuning.event_days)),
+        at=lambda c: c.created_at,
+        score=lambda c: fused_score(c, mode="hybrid", tuning=tuning, now=now),
+        eligible=lambda c: c.kind == "message" and c.window_rank is None,
+    )
+    if not ranks:
+        return found, False
+    return [
+        replace(c, window_rank=ranks[i]) if i in ranks else c for i, c in enumerate(found)
+    ], True
+
+
+def sessions_of(found: Iterable[Candidate]) -> dict[int, int | None]:
+    """The session of every message candidate, by id."""
+    return {c.id: c.session_id for c in found if c.kind == "message"}
 
 
 def _ranks(c: Candidate) -> tuple[int, ...]:

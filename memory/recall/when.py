@@ -2,16 +2,18 @@
 
 "yesterday", "last week", "three months ago", "last summer", "in May", "on 8 May",
 "May 2023", "in 2022" become a `Window` of datetimes (in `now`'s timezone); recall then
-favours what was said inside it. Pure arithmetic on the query text, no I/O. Seasons are
-the northern meteorological ones (summer = June to August). A window reaches a few days
-past its end, because people tell of a day after it ("yesterday we went ...").
+favours what was said inside it. A date can anchor the phrase instead of now: "the week
+before 3 August", "two weeks after May 8", "the Sunday before 25 October", "since June".
+Pure arithmetic on the query text, no I/O. Seasons are the northern meteorological ones
+(summer = June to August). A window reaches a few days past its end, because people
+tell of a day after it ("yesterday we went ...").
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 MONTHS = {
     name: number
@@ -46,6 +48,9 @@ _SEASON = re.compile(
     r"\b(last|this|in the|during the|over the) (spring|summer|autumn|fall|winter)\b"
 )
 _WEEKDAY = re.compile(rf"\b(?:on|last) ({'|'.join(WEEKDAYS)})\b")
+_UNIT = rf"day|week|weekend|month|year|{'|'.join(WEEKDAYS)}"
+_ANCHORED = re.compile(r"\b(before|after|since) ")
+_SPAN = re.compile(rf"(?:\b({_COUNT}) )?\b({_UNIT})s? $")
 _DAYS = {"today": 0, "tonight": 0, "this morning": 0, "yesterday": 1, "last night": 1}
 _DAY = re.compile(r"\b(today|tonight|this morning|yesterday|last night)\b")
 
@@ -129,15 +134,77 @@ def _ago(count: str, unit: str, now: datetime) -> Window:
     return Window(centre - half, centre + half)
 
 
+def _calendar(text: str, now: datetime, *, at_start: bool) -> Window | None:
+    """The calendar date or month `text` names ("8 May", "May 8, 2023", "June 2021"):
+    anywhere, or (`at_start`) only where it starts."""
+    for pattern in (_DAY_MONTH, _MONTH_DAY, _MONTH_YEAR):
+        m = pattern.match(text) if at_start else pattern.search(text)
+        if m is None:
+            continue
+        if pattern is _MONTH_YEAR:
+            return _months(_month_start(int(m[2]), MONTHS[m[1]], now), 1)
+        day, month = (m[1], m[2]) if pattern is _DAY_MONTH else (m[2], m[1])
+        return _day(int(day), MONTHS[month], int(m[3]) if m[3] else None, now)
+    return None
+
+
+def _date_at(text: str, now: datetime) -> Window | None:
+    """The calendar date, month or year `text` starts with ("8 May", "May 8, 2023",
+    "June 2021", "June", "2022"), or None."""
+    text = text.removeprefix("the ")
+    if found := _calendar(text, now, at_start=True):
+        return found
+    if m := re.match(rf"({_MONTH})\b", text):
+        return _latest_month(MONTHS[m[1]], now)
+    if m := re.match(r"((?:19|20)\d\d)\b", text):
+        return Window(_month_start(int(m[1]), 1, now), _month_start(int(m[1]) + 1, 1, now))
+    return None
+
+
+def _anchored(text: str, now: datetime) -> Window | None:
+    """A span before or after a date the query names, or the time since it: "the week
+    before 3 August" (the 7 days before it), "two weeks after May 8" (around the 22nd),
+    "the Sunday before ...", "the weekend after ...", "before June" (the 30 days before),
+    "since 2021" (from then until now)."""
+    for m in _ANCHORED.finditer(text):
+        anchor = _date_at(text[m.end() :], now)
+        if anchor is None:
+            continue
+        if m[1] == "since":
+            return Window(anchor.start, max(now, anchor.end))
+        before = m[1] == "before"
+        edge = anchor.start if before else anchor.end
+        span = _SPAN.search(text[: m.end() - len(m[1]) - 1])
+        if span is None:
+            return (
+                Window(edge - timedelta(days=30), edge)
+                if before
+                else Window(edge, edge + timedelta(days=30))
+            )
+        count, unit = span[1], span[2]
+        if unit in WEEKDAYS or unit == "weekend":
+            first = WEEKDAYS.index(unit) if unit in WEEKDAYS else 5
+            length = timedelta(days=1 if unit in WEEKDAYS else 2)
+            if before:
+                back = (edge.weekday() - first - 1) % 7 + 1
+                start = _midnight(edge) - timedelta(days=back)
+            else:
+                start = _midnight(edge) + timedelta(days=(first - edge.weekday()) % 7)
+            return Window(start, start + length)
+        days = timedelta(days=UNITS[unit])
+        if count is not None:
+            centre = edge + (-1 if before else 1) * days * (NUMBERS.get(count) or int(count))
+            half = timedelta(days=max(1, UNITS[unit] // 2))
+            return Window(centre - half, centre + half)
+        return Window(edge - days, edge) if before else Window(edge, edge + days)
+    return None
+
+
 def time_window(query: str, now: datetime) -> Window | None:
     """The time `query` asks about, resolved against `now`; None when it names none."""
     text = " ".join(query.lower().split())
-    if m := _DAY_MONTH.search(text):
-        return _day(int(m[1]), MONTHS[m[2]], int(m[3]) if m[3] else None, now)
-    if m := _MONTH_DAY.search(text):
-        return _day(int(m[2]), MONTHS[m[1]], int(m[3]) if m[3] else None, now)
-    if m := _MONTH_YEAR.search(text):
-        return _months(_month_start(int(m[2]), MONTHS[m[1]], now), 1)
+    if found := _anchored(text, now) or _calendar(text, now, at_start=False):
+        return found
     if m := _DAY.search(text):
         start = _midnight(now) - timedelta(days=_DAYS[m[1]])
         return Window(start, start + timedelta(days=1))
@@ -154,4 +221,32 @@ def time_window(query: str, now: datetime) -> Window | None:
     if m := _YEAR.search(text):
         year = int(m[1])
         return Window(_month_start(year, 1, now), _month_start(year + 1, 1, now))
+    return None
+
+
+_EVENT = re.compile(
+    r"\b(before|after|since) (?:the |my |our |his |her |their |a |an |we |i )?"
+    r"([a-z][a-z'-]*(?: [a-z][a-z'-]*){0,3})"
+)
+_ANY_TIME = datetime(2000, 1, 1, tzinfo=UTC)  # only to tell a date from an event
+_EVENT_ENDS = frozenset({
+    "to", "and", "or", "but", "with", "when", "while", "did", "do", "does", "was", "were",
+    "is", "are", "had", "has", "have", "that", "which", "who", "what", "how", "for", "from",
+    "at", "in", "on", "of", "so", "then", "it", "we", "i", "you", "he", "she", "they",
+})  # fmt: skip
+
+
+def event_named(query: str) -> tuple[str, tuple[str, ...]] | None:
+    """A time told by an event rather than a date: "after the move", "before my
+    surgery", "since the wedding" give the relation and the event's words (None when
+    the query names a date instead, or no event)."""
+    text = " ".join(query.lower().split())
+    for m in _EVENT.finditer(text):
+        words: list[str] = []
+        for word in m[2].split():
+            if word in _EVENT_ENDS:
+                break
+            words.append(word)
+        if words and _date_at(m[2], _ANY_TIME) is None:
+            return m[1], tuple(w for w in words if len(w) >= 3) or tuple(words)
     return None

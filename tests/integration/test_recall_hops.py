@@ -119,3 +119,59 @@ async def test_the_second_hop_follows_a_name_the_first_found(
 
     assert [r.id for r in found] == [ids[0][0], ids[2][0]]
     assert [r.id for r in plain] != [ids[0][0], ids[2][0]]
+
+
+async def test_a_question_asking_for_several_things_spreads_over_sessions(
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
+) -> None:
+    days = [
+        ["My dentist appointment is on Friday"],
+        [
+            "We visited Lisbon, what a city to visit",
+            "Lisbon has the best city views, all the cities should have hills",
+            "The city trams in Lisbon are so old, I loved visiting the city",
+        ],
+        ["Work has been busy this week"],
+        ["Porto was lovely too"],
+        ["I should water the plants"],
+    ]
+    _, alice, ids = await history(db, embedder, clock, days)
+    asked = "which cities did I visit?"
+    spread = replace(DEFAULT_TUNING, spread_decay=0.5)
+    plain = replace(DEFAULT_TUNING, spread_decay=1.0)
+
+    found = await recall(
+        db, embedder, user_id=alice, query=asked, k=2, now=clock.now(), tuning=spread
+    )
+    bunched = await recall(
+        db, embedder, user_id=alice, query=asked, k=2, now=clock.now(), tuning=plain
+    )
+
+    # Each turn arrives with its session, so the pick can leave the first one.
+    assert ids[3][0] in {r.id for r in found}
+    assert len({r.id for r in found} & set(ids[1])) == 1
+    assert {r.id for r in bunched} <= set(ids[1])
+
+
+async def test_after_an_event_favours_what_was_said_after_it_was_told(
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
+) -> None:
+    days = [
+        ["Went to a pottery class at the old community centre"],
+        ["The weather has been lovely"],
+        ["We moved into the new flat today, so many boxes"],
+        ["I should water the plants"],
+        ["Tried a pottery class near our place, it was fun"],
+        ["Work has been busy this week"],
+    ]
+    _, alice, ids = await history(db, embedder, clock, days)
+    asked = "what class did I go to after the move?"
+    plain = replace(DEFAULT_TUNING, event_days=0.0)
+
+    found = await recall(db, embedder, user_id=alice, query=asked, k=2, now=clock.now())
+    unanchored = await recall(
+        db, embedder, user_id=alice, query=asked, k=2, now=clock.now(), tuning=plain
+    )
+
+    assert found[0].id == ids[4][0]
+    assert unanchored[0].id != ids[4][0]

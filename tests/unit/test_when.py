@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from memory.recall.when import time_window
+from memory.recall.when import event_named, time_window
 
 NOW = datetime(2023, 8, 20, 15, 0, tzinfo=UTC)  # a Sunday in summer
 
@@ -31,6 +31,19 @@ NOW = datetime(2023, 8, 20, 15, 0, tzinfo=UTC)  # a Sunday in summer
         ("on Tuesday", date(2023, 8, 15), date(2023, 8, 16)),
         ("this month", date(2023, 8, 1), date(2023, 9, 1)),
         ("last year", date(2022, 1, 1), date(2023, 1, 1)),
+        # a date can anchor the span instead of now
+        ("what did we do the week before August 3, 2023?", date(2023, 7, 27), date(2023, 8, 3)),
+        ("the puppy I got two weeks before 11 August", date(2023, 7, 25), date(2023, 7, 31)),
+        ("last weekend before April 10, 2023", date(2023, 4, 8), date(2023, 4, 10)),
+        ("the Sunday before October 25, 2022", date(2022, 10, 23), date(2022, 10, 24)),
+        ("the Tuesday before 8 August", date(2023, 8, 1), date(2023, 8, 2)),
+        ("the weekend after 8 May", date(2023, 5, 13), date(2023, 5, 15)),
+        ("the day after May 8", date(2023, 5, 9), date(2023, 5, 10)),
+        ("a month after June 2022", date(2022, 7, 16), date(2022, 8, 15)),
+        ("what was I up to before May?", date(2023, 4, 1), date(2023, 5, 1)),
+        ("and after the 12th of June", date(2023, 6, 13), date(2023, 7, 13)),
+        ("everything since June", date(2023, 6, 1), date(2023, 8, 20)),
+        ("since 2021", date(2021, 1, 1), date(2023, 8, 20)),
     ],
 )
 def test_time_expressions_become_windows(query: str, start: date, end: date) -> None:
@@ -46,3 +59,30 @@ def test_time_expressions_become_windows(query: str, start: date, end: date) -> 
 )
 def test_no_time_no_window(query: str) -> None:
     assert time_window(query, NOW) is None
+
+
+@pytest.mark.parametrize(
+    "query", ["what did I do after the party?", "before we met", "since the move", "after 5"]
+)
+def test_before_or_after_something_that_is_not_a_date_names_no_time(query: str) -> None:
+    assert time_window(query, NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("query", "relation", "words"),
+    [
+        ("what did I do after the move?", "after", ("move",)),
+        ("how was I sleeping before my surgery", "before", ("surgery",)),
+        ("how has my back been since the wedding", "since", ("wedding",)),
+        ("what did we do after the road trip to relax", "after", ("road", "trip")),
+    ],
+)
+def test_an_event_can_tell_the_time(query: str, relation: str, words: tuple[str, ...]) -> None:
+    assert event_named(query) == (relation, words)
+
+
+@pytest.mark.parametrize(
+    "query", ["the week before 3 August", "since June", "after 2021", "after that", "what now"]
+)
+def test_a_date_or_nothing_after_before_is_no_event(query: str) -> None:
+    assert event_named(query) is None
