@@ -899,7 +899,7 @@ async def recall(
     per_list = max(tuning.candidates, k)
     units: Mapping[int, int | None] | None = None  # known from the overlapping first pass
     if overlap and not faded:
-        vector, found, units = await _first_pass(
+        vector, found, units = await first_pass(
             sessions,
             embedded(),
             user_id=user_id,
@@ -1145,43 +1145,13 @@ async def first_pass(
     per_list: int = 50,
     tuning: Tuning = DEFAULT_TUNING,
     window: Window | None = None,
-) -> tuple[list[float], list[Candidate]]:
+) -> tuple[list[float], list[Candidate], dict[int, int | None]]:
     """`candidates` for the query alone (no feedback, no names), the query's vector and
     the database side by side: the word-ranked halves run while `query_vector` is being
     made, the vector-ranked halves once it is there, each kind on its own connection.
-    Returns the vector and the candidates."""
-    vector, found, _ = await _first_pass(
-        sessions,
-        query_vector,
-        user_id=user_id,
-        query=query,
-        messages=messages,
-        memories=memories,
-        dim=dim,
-        exclude_session_id=exclude_session_id,
-        per_list=per_list,
-        tuning=tuning,
-        window=window,
-    )
-    return vector, found
-
-
-async def _first_pass(
-    sessions: async_sessionmaker[AsyncSession],
-    query_vector: Awaitable[Sequence[float]],
-    *,
-    user_id: int,
-    query: str,
-    messages: bool,
-    memories: bool,
-    dim: int,
-    exclude_session_id: int | None = None,
-    per_list: int = 50,
-    tuning: Tuning = DEFAULT_TUNING,
-    window: Window | None = None,
-) -> tuple[list[float], list[Candidate], dict[int, int | None]]:
-    """`first_pass`, and the summary-unit rank of every message the vector half ranked
-    (by id; the feedback pass takes them instead of ranking the units again)."""
+    Returns the vector, the candidates, and the summary-unit rank of every message the
+    vector half ranked (by id; the feedback pass takes them instead of ranking the units
+    again)."""
     params = _params(
         tuning,
         uid=user_id,

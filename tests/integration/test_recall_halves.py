@@ -99,7 +99,7 @@ async def test_the_halves_find_what_one_statement_finds(
         window = time_window(query, now)
         for exclude in (None, last_session):
             for per_list in (50, 2):
-                got_vector, halves = await first_pass(
+                got_vector, halves, _ = await first_pass(
                     db,
                     _ready(vector),
                     user_id=alice,
@@ -174,7 +174,7 @@ async def test_words_are_ranked_before_the_vector_is_ready(
         return vector
 
     monkeypatch.setattr(retrieval, "_half", watched)
-    _, found = await first_pass(
+    _, found, _ = await first_pass(
         db,
         slow_vector(),
         user_id=alice,

@@ -32,6 +32,7 @@ from memory.store.conversations import SqlConversationStore
 from memory.store.diary import week_lines, week_params
 from memory.store.tables import DiaryEntry
 from tests.conftest import FakeClock
+from tests.integration.test_recall_halves import DAYS
 from tests.integration.test_recall_hops import session_of
 from tests.integration.test_retrieval import person, remember, say
 
@@ -183,14 +184,6 @@ async def test_the_standing_reads_are_one_statement_and_read_what_two_read(
     assert empty == Remembered([], (), "", ())
 
 
-DAYS = [
-    ["My sister Anna is getting married in Lisbon", "I need a dress for the wedding"],
-    ["Work was hectic, the presentation is on Friday", "I practised it twice tonight"],
-    ["We adopted a kitten called Pepper!", "She sleeps on my keyboard"],
-    ["Anna called about the seating plan", "It went fine in the end"],
-    ["Made lentil soup, it reminded me of home", "Mum's recipe is still the best"],
-    ["The presentation went really well", "My manager said so too"],
-]
 SUMMARIES = {
     0: "Alice talked about Anna's wedding in Lisbon. She needs a dress.",
     1: "Work was hectic before Friday's presentation. Alice practised twice.",
@@ -243,7 +236,7 @@ async def test_the_feedback_pass_takes_the_first_pass_unit_ranks(
         vector = [float(x) for x in (await embedder.embed([query]))[0]]
         for exclude in (None, sessions[-1], sessions[0]):
             for tuning in (DEFAULT_TUNING, replace(DEFAULT_TUNING, unit_sessions=1, candidates=2)):
-                _, found, units = await retrieval._first_pass(
+                _, found, units = await retrieval.first_pass(
                     db,
                     ready(vector),
                     user_id=alice,
