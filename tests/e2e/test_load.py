@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bench.load_telegram import run_load
@@ -20,6 +21,7 @@ MAX_RSS_MB = 600
 MAX_GROWTH_MB = 100
 
 
+@pytest.mark.timeout(360)  # 60 s of chat, then up to 120 s for the last replies
 async def test_a_thousand_people_chatting_for_a_minute_lose_nothing_and_answer_once(
     database_url: str, db: async_sessionmaker[AsyncSession], tmp_path: Path
 ) -> None:

@@ -32,7 +32,7 @@ class LoadConfig:
     think: tuple[float, float] = (30.0, 90.0)  # between reading a reply and writing again
     ramp: float = 60.0  # each person's first message comes within this many seconds
     burst_window: float = 2.0  # the bot's default
-    drain: float = 45.0  # after the run, how long to wait for the last replies
+    drain: float = 120.0  # after the run, how long to wait for the last replies (a backlog)
     seed: int = 7
 
 
