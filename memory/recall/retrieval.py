@@ -940,12 +940,13 @@ async def recall(
     width = max(k, tuning.feedback_docs)
     several = mode == "hybrid" and asks_for_several(cleaned)
     result = fuse(found, k=width, mode=mode, tuning=tuning, now=now)
-    anchored = window is None and mode == "hybrid" and tuning.window_weight > 0
-    anchored = anchored and tuning.event_days > 0
-    if anchored and (event := event_named(cleaned)):
+    anchors = (
+        window is None and mode == "hybrid" and min(tuning.window_weight, tuning.event_days) > 0
+    )
+    event = event_named(cleaned) if anchors else None
+    anchored = False
+    if event is not None:
         found, anchored = event_anchored(found, result, event, tuning=tuning, now=now)
-    else:
-        anchored = False
     feedback = feedback_ids(found, result, mode=mode, tuning=tuning)
     if feedback:
         # The expanded query re-ranks messages by words; their vector ranks and the

@@ -121,9 +121,7 @@ async def current_session(
         current.closed_at = current.last_message_at
         current.extraction_due = True
         closed_id = current.id
-    if closed_id is not None:
-        await db.flush()  # closed before the new one is opened
-    fresh = await db.scalar(
+    fresh = await db.scalar(  # autoflush writes the closed one first
         insert(SessionRow)
         .values(user_id=user_id, started_at=now, last_message_at=now)
         .returning(SessionRow)
