@@ -128,6 +128,8 @@ class Recalled:
     platform_message_id: str | None = None
     life: Life | None = None
     """A memory's place in its life cycle (None for a message)."""
+    thread_id: int | None = None
+    """The thread a memory belongs to, if any (None for a message)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +160,7 @@ class Candidate:
     expires_at: datetime | None = None
     unsure: bool | None = None
     last_confirmed_at: datetime | None = None
+    thread_id: int | None = None  # a memory's thread (None for a message or a lone memory)
 
 
 def rrf_score(ranks: Iterable[tuple[int | None, float]], k: float) -> float:
@@ -245,6 +248,7 @@ def _recalled(c: Candidate, score: float) -> Recalled:
         role=c.role,
         platform_message_id=c.platform_message_id,
         life=None if c.kind == "message" else life_of(c),
+        thread_id=c.thread_id,
     )
 
 
@@ -518,7 +522,8 @@ SELECT 'message' AS kind, m.id, r.vrank AS vector_rank, r.trank AS text_rank,
        NULL::int AS short_id, NULL AS tier, NULL AS category, NULL::float AS importance,
        NULL::float AS confidence, NULL::timestamptz AS event_at, m.role, m.platform_message_id,
        CAST(r.coverage AS float8) AS coverage, NULL AS status, NULL::timestamptz AS expires_at,
-       NULL::boolean AS unsure, NULL::timestamptz AS last_confirmed_at, m.session_id
+       NULL::boolean AS unsure, NULL::timestamptz AS last_confirmed_at, m.session_id,
+       NULL::bigint AS thread_id
 FROM m_top AS r CROSS JOIN LATERAL (
     SELECT * FROM messages AS one WHERE one.user_id = :uid AND one.id = r.id
 ) AS m"""
@@ -529,7 +534,8 @@ SELECT 'memory' AS kind, k.id, r.vrank AS vector_rank, r.trank AS text_rank,
        NULL::bigint AS entity_rank, k.content, k.created_at,
        k.short_id, k.tier, k.category, k.importance, k.confidence, k.event_at,
        NULL AS role, NULL AS platform_message_id, CAST(r.coverage AS float8) AS coverage,
-       k.status, k.expires_at, k.unsure, k.last_confirmed_at, NULL::bigint AS session_id
+       k.status, k.expires_at, k.unsure, k.last_confirmed_at, NULL::bigint AS session_id,
+       k.thread_id
 FROM k_ranked AS r JOIN memories AS k ON k.id = r.id
 WHERE k.user_id = :uid AND (r.vrank <= :n OR r.trank <= :n OR r.wrank <= :n)"""
 
@@ -546,7 +552,7 @@ _RANKS_COLUMNS = """,
 _RANKS_ROW = """
 UNION ALL
 SELECT 'ranks', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        array_agg(id), {r_1}, {r_2}, {r_3}, {r_cov}
 FROM {source}"""
 

@@ -148,7 +148,8 @@ async def _find(
         now=now,
         exclude_session_id=session_id,
     )
-    memory_ids = [r.id for r in items if r.kind == "memory"]
+    # Only a memory of a thread brings others along: without one, no statement.
+    memory_ids = [r.id for r in items if r.kind == "memory" and r.thread_id is not None]
     newest = await thread_newest(sessions, user_id=user_id, memory_ids=memory_ids, now=now)
     return Found(items, tuple(Line(a.content, a.id) for a in newest))
 

@@ -18,6 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memory.recall import retrieval
 from memory.recall.context import (
+    ALONG,
+    RELEVANT,
     Remembered,
     Standing,
     extras_statement,
@@ -28,9 +30,10 @@ from memory.recall.context import (
 from memory.recall.minilm import MiniLMEmbedder
 from memory.recall.retrieval import DEFAULT_TUNING, Candidate, candidates, feedback_ids, fuse
 from memory.recall.when import time_window
+from memory.recall.within import assemble_within
 from memory.store.conversations import SqlConversationStore
 from memory.store.diary import week_lines, week_params
-from memory.store.tables import DiaryEntry
+from memory.store.tables import DiaryEntry, Thread
 from tests.conftest import FakeClock
 from tests.integration.test_recall_halves import DAYS
 from tests.integration.test_recall_hops import session_of
@@ -282,3 +285,42 @@ async def test_the_feedback_pass_takes_the_first_pass_unit_ranks(
                 assert len(statements) == 1
                 assert all(c.id != bobs for c in carried)
     assert unit_kept > 0  # some rows were kept by their session's unit rank alone
+
+
+async def test_the_thread_read_runs_only_when_a_recalled_memory_has_a_thread(
+    db: Sessions, embedder: MiniLMEmbedder, clock: FakeClock
+) -> None:
+    now = clock.now()
+    alice = await person(db, "alice")
+    async with db.begin() as s:
+        thread = Thread(user_id=alice, title="Moving to Aarhus")
+        s.add(thread)
+        await s.flush()
+        thread_id = thread.id
+    # Events of weeks ago: not in the standing part, so only recall can bring them.
+    for content, thread, days in (
+        ("Alice adopted a grey kitten called Pepper", None, 40),
+        ("Alice signed the lease on a flat in Aarhus", thread_id, 30),
+        ("Alice bought a cargo bike for Aarhus", thread_id, 20),
+    ):
+        await remember(
+            db, embedder, alice, content, now, tier="active", event_at=now - timedelta(days=days),
+            thread_id=thread,
+        )  # fmt: skip
+
+    async def block(query: str) -> tuple[str, list[str]]:
+        with counted(db) as statements:
+            done = await assemble_within(
+                db, embedder, user_id=alice, query=query, now=now, timezone="UTC",
+                budget_tokens=1500, deadline=60.0,
+            )  # fmt: skip
+        assert done.degraded is None
+        return done.context.text, [sql for sql in statements if "JOIN threads" in sql]
+
+    text, thread_reads = await block("Do you remember my kitten Pepper?")
+    assert "grey kitten called Pepper" in text.split(f"## {RELEVANT}")[1]
+    assert f"## {ALONG}" not in text and thread_reads == []
+    text, thread_reads = await block("Do you remember the lease on the Aarhus flat?")
+    assert "signed the lease" in text.split(f"## {RELEVANT}")[1]
+    assert "cargo bike" in text
+    assert len(thread_reads) == 1
