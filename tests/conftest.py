@@ -32,6 +32,13 @@ from bot.config import Settings
 from memory.store.database import async_url, create_engine, migrate, session_factory, start_embedded
 from tests.fakes.chat_llm import ScriptedLLM
 
+# A turn gives up on its memory block after the recall deadline (300 ms in production) and
+# answers with what is at hand: right for a person, but on a test machine busy with other
+# workers a standing read can miss it, and a test of what the prompt holds flakes. Tests
+# that build the core from settings get a generous deadline; the deadline's own tests
+# (tests/integration/test_recall_deadline.py) set theirs explicitly.
+os.environ.setdefault("COMPANION_RECALL_DEADLINE_MS", "5000")
+
 REPORT_PROPERTY = "report"
 """A test's `record_property(REPORT_PROPERTY, text)` is shown in the terminal summary,
 with or without `-s`, whether the test passed or failed."""

@@ -22,9 +22,10 @@ from memory.store.tables import Memory, MemoryEvent
 Undoer = Callable[[AsyncSession, Memory, MemoryEvent, datetime, str], Awaitable[Memory]]
 
 
-async def _undo_create(
+async def _forget_again(
     db: AsyncSession, row: Memory, event: MemoryEvent, now: datetime, actor: str
 ) -> Memory:
+    """Undo a memory's creation or its restore from the trash: it goes (back) to the trash."""
     if row.status == "forgotten":
         raise NothingToUndo("already forgotten")
     await forget_with_history(db, row, actor=actor, now=now)
@@ -79,22 +80,13 @@ def _pinned_back(pinned: bool, already: str) -> Undoer:
     return undo
 
 
-async def _undo_restore(
-    db: AsyncSession, row: Memory, event: MemoryEvent, now: datetime, actor: str
-) -> Memory:
-    if row.status == "forgotten":
-        raise NothingToUndo("already forgotten")
-    await forget_with_history(db, row, actor=actor, now=now)
-    return row
-
-
 UNDOERS: dict[str, Undoer] = {
-    "create": _undo_create,
+    "create": _forget_again,
     "forget": _undo_forget,
     "supersede": _undo_supersede,
     "pin": _pinned_back(False, "not pinned"),
     "unpin": _pinned_back(True, "already pinned"),
-    "restore": _undo_restore,
+    "restore": _forget_again,
 }
 
 
