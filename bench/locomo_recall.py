@@ -13,7 +13,9 @@ BM25, vector and previous rankings are written there as `locomo_recall.json`.
 
 Run: `python -m bench.locomo_recall [path/to/locomo.json] [--only 0,1,2]`
 (`--no-previous` skips the WordLlama ingest and the "previous" row while iterating; a
-report for the record keeps it).
+report for the record keeps it. `--keep-db DIR`, also only while iterating, ingests into
+PostgreSQL data directories under DIR once and reuses them on later runs, skipping the
+ingest; the people's ids are kept in `people.json` beside each.)
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ CUTOFFS = (5, 10, 20)
 CURVE = tuple(range(1, 21))  # every cutoff of the JSON curves
 OUT_ENV = "COMPANION_BENCH_OUT"
 OUT_FILE = "locomo_recall.json"
+PEOPLE_FILE = "people.json"  # --keep-db: sample id: user id, beside the kept database
 SESSION_KEY = re.compile(r"session_(\d+)")
 EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
 
@@ -247,10 +250,11 @@ LEGEND = (
 
 
 async def run(
-    path: Path, only: Sequence[int] = (), *, previous: bool = True
+    path: Path, only: Sequence[int] = (), *, previous: bool = True, keep: Path | None = None
 ) -> dict[str, dict[int, list[float]]]:
     """Ingest once per embedder, evaluate every ranking in `RANKINGS` (without
-    `previous`, all but the previous default's); print the report."""
+    `previous`, all but the previous default's); print the report. With `keep`, each
+    embedder's database lives under that directory and is reused when already ingested."""
     conversations = load(path)
     if only:
         conversations = [conversations[i] for i in only]
@@ -267,15 +271,16 @@ async def run(
         if not names:
             continue
         embedder = make()
-        with tempfile.TemporaryDirectory(prefix="locomo-") as data_dir:
-            server = start_embedded(Path(data_dir))
+        with tempfile.TemporaryDirectory(prefix="locomo-") as scratch:
+            data_dir = keep / key if keep else Path(scratch)
+            server = start_embedded(data_dir)
             engine = create_engine(server.url, pool_size=6)  # recall holds up to four at once
             try:
                 await migrate(engine, embedding_dim=embedder.dim)
                 sessions = session_factory(engine)
                 store = SqlConversationStore(sessions, embedder)
                 started = time.perf_counter()
-                people = [(c, await ingest(store, c)) for c in conversations]
+                people = await _people(store, conversations, keep and data_dir / PEOPLE_FILE)
                 ingest_seconds[key] = time.perf_counter() - started
                 for name in names:
                     _, mode, tuning = RANKINGS[name]
@@ -292,6 +297,32 @@ async def run(
     if out:
         write_curves(Path(out), results)
     return results
+
+
+async def _people(
+    store: SqlConversationStore, conversations: Sequence[Conversation], kept: Path | None
+) -> list[tuple[Conversation, int]]:
+    """Every conversation with its person's id: ingested now, or (`kept`, a JSON file of
+    sample id: user id written by an earlier run on the same database) read back."""
+    known = _read_people(kept)
+    people = []
+    for conversation in conversations:
+        if conversation.sample_id not in known:
+            known[conversation.sample_id] = await ingest(store, conversation)
+        people.append((conversation, known[conversation.sample_id]))
+    if kept:
+        _write_people(kept, known)
+    return people
+
+
+def _read_people(kept: Path | None) -> dict[str, int]:
+    if kept is None or not kept.exists():
+        return {}
+    return {str(k): int(v) for k, v in json.loads(kept.read_text(encoding="utf-8")).items()}
+
+
+def _write_people(kept: Path, known: dict[str, int]) -> None:
+    kept.write_text(json.dumps(known, indent=1) + "\n", encoding="utf-8")
 
 
 def write_curves(directory: Path, results: dict[str, dict[int, list[float]]]) -> Path:
@@ -381,10 +412,16 @@ def main(argv: Sequence[str] = sys.argv[1:]) -> None:
         action="store_true",
         help="skip the previous default (WordLlama ingest) while iterating",
     )
+    parser.add_argument(
+        "--keep-db",
+        type=Path,
+        metavar="DIR",
+        help="while iterating: ingest into databases under DIR once and reuse them after",
+    )
     args = parser.parse_args(argv)
     only = [int(i) for i in args.only.split(",") if i.strip()]
     configure_logging("WARNING")
-    asyncio.run(run(args.path.resolve(), only, previous=not args.no_previous))
+    asyncio.run(run(args.path.resolve(), only, previous=not args.no_previous, keep=args.keep_db))
 
 
 if __name__ == "__main__":
