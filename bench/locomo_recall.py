@@ -280,7 +280,8 @@ async def run(
                 sessions = session_factory(engine)
                 store = SqlConversationStore(sessions, embedder)
                 started = time.perf_counter()
-                people = await _people(store, conversations, keep and data_dir / PEOPLE_FILE)
+                kept = data_dir / PEOPLE_FILE if keep else None
+                people = await _people(store, conversations, kept)
                 ingest_seconds[key] = time.perf_counter() - started
                 for name in names:
                     _, mode, tuning = RANKINGS[name]

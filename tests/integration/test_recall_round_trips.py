@@ -298,14 +298,14 @@ async def test_the_thread_read_runs_only_when_a_recalled_memory_has_a_thread(
         await s.flush()
         thread_id = thread.id
     # Events of weeks ago: not in the standing part, so only recall can bring them.
-    for content, thread, days in (
+    for content, filed_under, days in (
         ("Alice adopted a grey kitten called Pepper", None, 40),
         ("Alice signed the lease on a flat in Aarhus", thread_id, 30),
         ("Alice bought a cargo bike for Aarhus", thread_id, 20),
     ):
         await remember(
             db, embedder, alice, content, now, tier="active", event_at=now - timedelta(days=days),
-            thread_id=thread,
+            thread_id=filed_under,
         )  # fmt: skip
 
     async def block(query: str) -> tuple[str, list[str]]:
