@@ -209,12 +209,21 @@ async def ping(engine: AsyncEngine) -> None:
         await conn.execute(text("SELECT 1"))
 
 
+_UNREACHABLE_STATES = ("08", "57P")
+"""SQLSTATE prefixes of a server that cannot serve now: a connection exception (08...), or
+one shutting down, crashed or still starting up (57P01-57P03)."""
+
+
 def is_outage(error: BaseException) -> bool:
     """The database (or the network to it) is unreachable: the error, or one it was raised
-    from, is a lost or refused connection rather than a failed statement."""
+    from, is a lost or refused connection, or a server not accepting work yet (a restart
+    still starting up), rather than a failed statement."""
     if isinstance(error, DBAPIError):
-        return isinstance(error, OperationalError | InterfaceError) or bool(
-            error.connection_invalidated
+        state = getattr(error.orig, "sqlstate", None)
+        return (
+            isinstance(error, OperationalError | InterfaceError)
+            or bool(error.connection_invalidated)
+            or (isinstance(state, str) and state.startswith(_UNREACHABLE_STATES))
         )
     if isinstance(error, OSError | TimeoutError):
         return True
