@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from memory.recall.batching import Batcher
 from memory.recall.embeddings import EmbeddingRejected, normalise_rows
 from memory.store.ports import Vector
 
@@ -29,6 +30,7 @@ MINILM_DIM = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 THREADS = 2
 CHUNK = 32  # texts per ONNX run: sorted by length, so padding stays small
+BATCH = 16  # texts of waiting calls gathered into one run at the most (tens of ms)
 TOKENIZER_FILE = "minilm-tokenizer.json"
 
 
@@ -104,6 +106,7 @@ class MiniLMEmbedder:
             raise ValueError(f"MiniLM makes {MINILM_DIM}-dimensional vectors, not {dim}")
         self._loaded: tuple[Any, Any] | None = None
         self._model_id = "all-MiniLM-L6-v2-onnx-int8"
+        self._batcher = Batcher(self.embed_sync, most=BATCH)
 
     @property
     def dim(self) -> int:
@@ -145,5 +148,9 @@ class MiniLMEmbedder:
     async def embed(self, texts: list[str]) -> Vector:
         """One unit row per text, made in a worker thread: a query takes milliseconds of
         ONNX time (which releases the GIL), and the event loop serves other people's turns
-        meanwhile instead of waiting for it."""
-        return await asyncio.to_thread(self.embed_sync, texts)
+        meanwhile instead of waiting for it. A turn's few texts share a run with the calls
+        that arrive while one is going (`batching`); a bulk call (an import's chunk, a
+        backfill) runs on its own, so no turn waits behind it."""
+        if len(texts) > BATCH // 2:  # an import's or a backfill's: its own run, as before
+            return await asyncio.to_thread(self.embed_sync, texts)
+        return await self._batcher.embed(texts)
