@@ -1,6 +1,6 @@
-"""Staying within Telegram's flood limits: about 30 messages a second overall, about one a
-second in a chat (short bursts allowed), 20 a minute in a group; a `RetryAfter` answer is
-waited out and retried a bounded number of times."""
+"""Staying within Telegram's flood limits: 30 messages a second overall (paced, never more
+in any one second), about one a second in a chat (short bursts allowed), 20 a minute in a
+group; a `RetryAfter` answer is waited out and retried a bounded number of times."""
 
 from __future__ import annotations
 
@@ -39,6 +39,26 @@ def _posts_to_chat(endpoint: str) -> bool:
     )
 
 
+class Pace:
+    """Messages one after another, `1 / per_second` apart: never more than `per_second` in
+    any one second, even when a wave of replies comes after a quiet spell (a bucket that
+    filled while idle would let a burst through on top of the steady rate)."""
+
+    def __init__(self, per_second: float) -> None:
+        self._gap = 1 / per_second + 1e-6  # a microsecond more: summed gaps never fall short
+        self._next = float("-inf")
+
+    async def __aenter__(self) -> None:
+        now = asyncio.get_running_loop().time()
+        slot = max(now, self._next)
+        self._next = slot + self._gap  # taken even if the caller is cancelled: never early
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+    async def __aexit__(self, *_: object) -> None:
+        return None
+
+
 class FloodControl(BaseRateLimiter[int]):
     """A python-telegram-bot rate limiter for every request the bot makes."""
 
@@ -53,7 +73,7 @@ class FloodControl(BaseRateLimiter[int]):
         max_wait: float = 60.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        self._overall = AsyncLimiter(overall_per_second, 1)
+        self._overall = Pace(overall_per_second)
         self._chat_burst = chat_burst
         self._chat_period = chat_burst / chat_per_second
         self._group_per_minute = group_per_minute

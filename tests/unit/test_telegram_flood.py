@@ -1,6 +1,6 @@
 """Telegram flood control paces sends the way Telegram asks: a small burst then about one
-message a second in a private chat, 20 a minute in a group, 30 a second overall; chat
-actions (typing) do not count toward a chat.
+message a second in a private chat, 20 a minute in a group, and overall one message every
+1/30 s (never more than 30 in any second); chat actions (typing) count toward neither.
 
 `FloodControl.process_request` is what python-telegram-bot calls for every request; it
 runs here on a virtual-time loop, so seconds of pacing take milliseconds and the send
@@ -18,6 +18,7 @@ from adapters.telegram_bot.flood import FloodControl
 from tests.support.virtual_time import run_virtual
 
 EPSILON = 1e-6
+GAP = 1 / 30  # one message every 1/30 s overall: never more than 30 in a second
 
 
 async def send_times(flood: FloodControl, requests: list[tuple[str, int]]) -> list[float]:
@@ -52,9 +53,10 @@ def test_the_virtual_clock_jumps_instead_of_waiting() -> None:
 def test_a_private_chat_gets_a_small_burst_then_one_message_a_second() -> None:
     times = run_virtual(send_times(FloodControl(), [("sendMessage", 7)] * 8))
 
-    assert times[:3] == pytest.approx([0, 0, 0], abs=EPSILON)
-    gaps = [later - earlier for earlier, later in itertools.pairwise(times[2:])]
-    assert gaps == pytest.approx([1.0] * 5, abs=1e-3)
+    assert times[:3] == pytest.approx([0, GAP, 2 * GAP], abs=1e-4)  # the overall pace
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times[3:])]
+    assert times[3] == pytest.approx(1.0, abs=1e-3)
+    assert gaps == pytest.approx([1.0] * 4, abs=1e-3)
 
 
 def test_other_chats_and_typing_are_not_held_up_by_a_busy_chat() -> None:
@@ -62,34 +64,33 @@ def test_other_chats_and_typing_are_not_held_up_by_a_busy_chat() -> None:
     times = run_virtual(send_times(FloodControl(), requests))
 
     assert max(times[:6]) == pytest.approx(3.0, abs=1e-3)
-    assert times[6:] == pytest.approx([0, 0, 0, 0], abs=EPSILON)
+    assert times[6:9] == pytest.approx([0, 0, 0], abs=EPSILON)
+    assert times[9] == pytest.approx(3 * GAP, abs=1e-3)  # after the three before it, not 1 s
 
 
 def test_edits_count_toward_the_chat_like_sends() -> None:
     requests = [("editMessageText", 7)] * 3 + [("sendMessage", 7)]
     times = run_virtual(send_times(FloodControl(), requests))
 
-    assert times == pytest.approx([0, 0, 0, 1.0], abs=1e-3)
+    assert times == pytest.approx([0, GAP, 2 * GAP, 1.0], abs=1e-3)
 
 
 def test_a_group_gets_twenty_messages_a_minute() -> None:
     times = run_virtual(send_times(FloodControl(), [("sendMessage", -100123)] * 22))
 
-    assert times[:20] == pytest.approx([0] * 20, abs=EPSILON)
+    assert times[:20] == pytest.approx([i * GAP for i in range(20)], abs=1e-4)
     assert times[20:] == pytest.approx([3.0, 6.0], abs=1e-3)
 
 
-def test_all_chats_together_get_thirty_messages_a_second() -> None:
+def test_all_chats_together_get_thirty_messages_a_second_in_any_second() -> None:
     requests = [("sendMessage", 1000 + i) for i in range(90)]
     times = run_virtual(send_times(FloodControl(), requests))
 
-    assert sum(t < EPSILON for t in times) == 30
-    assert max(times) == pytest.approx(2.0, abs=1e-3)  # the other 60 at 30 a second
     ordered = sorted(times)
-    in_any_second_after_the_burst = max(
-        sum(1 for t in ordered if start < t <= start + 1.0) for start in ordered[30:]
-    )
-    assert in_any_second_after_the_burst <= 30
+    assert ordered[0] == pytest.approx(0, abs=EPSILON)
+    assert max(times) == pytest.approx(89 / 30, abs=1e-3)  # one every 1/30 s, no burst
+    in_any_second = max(sum(1 for t in ordered if start <= t < start + 1.0) for start in ordered)
+    assert in_any_second == 30
 
 
 def test_typing_never_waits_for_the_overall_budget() -> None:
@@ -98,5 +99,5 @@ def test_typing_never_waits_for_the_overall_budget() -> None:
     requests += [("sendMessage", 4000)]
     times = run_virtual(send_times(FloodControl(), requests))
 
-    assert times[30:60] == pytest.approx([0] * 30, abs=EPSILON)  # the budget is spent...
-    assert times[60] == pytest.approx(1.0 / 30, abs=1e-3)  # ...by messages alone
+    assert times[30:60] == pytest.approx([0] * 30, abs=EPSILON)  # typing waits for nothing
+    assert times[60] == pytest.approx(30 / 30, abs=1e-3)  # the 31st message, after 30
