@@ -27,6 +27,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from adapters.telegram_bot.flood import OVERALL_PER_SECOND
 from memory.store.database import create_engine, migrate, session_factory, start_embedded
 from memory.store.tables import Message
 from tests.fakes.anthropic_api import FakeAnthropicAPI
@@ -91,7 +92,8 @@ class LoadResult:
             "    before the model " + _spread(self.before_model_ms),
             "    after the model  " + _spread(self.after_model_ms),
             f"  messages into chats, busiest second: {self.busiest_second} (the bot's flood "
-            f"control allows 30 a second); typing indicators {self.busiest_second_typing} "
+            f"control paces {OVERALL_PER_SECOND} a second, Telegram allows 30); typing "
+            f"indicators {self.busiest_second_typing} "
             "(outside that budget)",
             "  load generator's event-loop lag " + _spread(self.loop_lag_ms),
         ]
