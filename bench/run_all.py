@@ -32,6 +32,7 @@ BENCHMARKS = (
     "locomo_recall",
     "reconcile_recall",
     "retrieval_latency",
+    "embedding_batches",
     "scheduler_scale",
     "load_telegram",
     "prompt_cache",
