@@ -104,8 +104,9 @@ async def test_a_caller_that_gave_up_while_waiting_costs_no_run() -> None:
 def test_the_batcher_serves_one_event_loop_after_another() -> None:
     run = Recorded(hold_first=False)
     batcher = Batcher(run, most=8)
-    for text in ("one", "three"):
-        rows = asyncio.run(batcher.embed([text]))
+    for text in ("one", "three"):  # each its own loop, leaving the thread's current loop be
+        with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
+            rows = runner.run(batcher.embed([text]))
         assert rows[0, 0] == len(text)
 
 
