@@ -14,8 +14,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from memory.store.ports import Vector
 
 
@@ -64,7 +62,7 @@ class Batcher:
             for call in calls:
                 end = start + len(call.texts)
                 if not call.answer.done():  # a caller that gave up (its deadline) is skipped
-                    call.answer.set_result(np.asarray(rows[start:end]))
+                    call.answer.set_result(rows[start:end])
                 start = end
 
     def _next_run(self) -> list[_Call]:
