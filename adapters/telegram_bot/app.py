@@ -35,7 +35,7 @@ from telegram.ext import (
 
 from adapters.ratelimit import Limiter, limiter_for
 from adapters.telegram_bot.delivery import TelegramDelivery
-from adapters.telegram_bot.flood import FloodControl
+from adapters.telegram_bot.flood import OVERALL_PER_SECOND, FloodControl, SendSlots, SharedPace
 from adapters.telegram_bot.handlers import TelegramHandlers
 from adapters.telegram_bot.inbound import PLATFORM, BotIdentity
 from adapters.telegram_bot.outbound import TelegramSender
@@ -72,16 +72,28 @@ def _token(settings: Settings) -> str:
     return settings.telegram_bot_token.get_secret_value()
 
 
-def build_application(settings: Settings) -> TelegramApplication:
-    """The `Application`: our Bot API root, flood control, per-person update order."""
+def flood_control(token: str, slots: SendSlots | None) -> FloodControl:
+    """Flood control whose overall pace is the bot's across every process on the
+    database (`slots`), keyed by the bot's id (the token's public part); without a
+    database, this process's own."""
+    if slots is None:
+        return FloodControl()
+    key = f"{PLATFORM}:{token.split(':', 1)[0]}"
+    return FloodControl(overall=SharedPace(slots, key, OVERALL_PER_SECOND))
+
+
+def build_application(settings: Settings, slots: SendSlots | None = None) -> TelegramApplication:
+    """The `Application`: our Bot API root, flood control (its pace shared through
+    `slots`), per-person update order."""
     _opt_into_timedelta_periods()
     root = settings.telegram_api_base_url.rstrip("/")
+    token = _token(settings)
     return (
         ApplicationBuilder()
-        .token(_token(settings))
+        .token(token)
         .base_url(f"{root}/bot")
         .base_file_url(f"{root}/file/bot")
-        .rate_limiter(FloodControl())
+        .rate_limiter(flood_control(token, slots))
         .concurrent_updates(PerPersonUpdateProcessor())
         .job_queue(None)
         .updater(None)  # we receive updates ourselves: polling.py and webhook.py
@@ -89,15 +101,16 @@ def build_application(settings: Settings) -> TelegramApplication:
     )
 
 
-def build_bot(settings: Settings) -> ExtBot[int]:
+def build_bot(settings: Settings, slots: SendSlots | None = None) -> ExtBot[int]:
     """A bare bot for processes that only send (e.g. the scheduler alone)."""
     _opt_into_timedelta_periods()
     root = settings.telegram_api_base_url.rstrip("/")
+    token = _token(settings)
     return ExtBot(
-        _token(settings),
+        token,
         base_url=f"{root}/bot",
         base_file_url=f"{root}/file/bot",
-        rate_limiter=FloodControl(),
+        rate_limiter=flood_control(token, slots),
     )
 
 
@@ -107,7 +120,7 @@ async def open_telegram_delivery(
 ) -> AsyncIterator[TelegramDelivery]:
     """A `TelegramDelivery` on its own bot, for a process that runs no adapter."""
     settings = settings or core.settings
-    bot = build_bot(settings)
+    bot = build_bot(settings, core.coordination)
     try:
         await bot.initialize()
     except TelegramError as exc:
@@ -132,7 +145,7 @@ class TelegramAdapter:
     ) -> None:
         self._core = core
         self._settings = settings or core.settings
-        self._application = build_application(self._settings)
+        self._application = build_application(self._settings, core.coordination)
         self._limiter = rate_limiter or limiter_for(core, PLATFORM)
         self._typing_interval = typing_interval
         self._handlers: TelegramHandlers | None = None

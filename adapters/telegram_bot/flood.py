@@ -1,14 +1,20 @@
 """Staying within Telegram's flood limits: under 30 messages a second overall (paced, never
 more in any one second), about one a second in a chat (short bursts allowed), 20 a minute in a
-group; a `RetryAfter` answer is waited out and retried a bounded number of times."""
+group; a `RetryAfter` answer is waited out and retried a bounded number of times.
+
+The overall pace is the bot's, not a process's: every process sending with one token (a
+webhook fleet, a scheduler process beside the adapter) takes its slots from one row in
+the database (`SharedPace`), and falls back to its own pace while the database does not
+answer."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from aiolimiter import AsyncLimiter
@@ -62,6 +68,56 @@ class Pace:
         return None
 
 
+class SendSlots(Protocol):
+    """The database's send paces (`memory.store.coordination`)."""
+
+    async def take_send_slot(self, key: str, *, gap: float) -> float: ...
+
+
+class SharedPace:
+    """`Pace` kept in the database for every process sending as one bot (`key`): each
+    message takes the next free slot, `1 / per_second` after the one before, whichever
+    process took that, and waits for it. When the database does not answer within
+    `timeout`, the process paces on its own (`Pace`) for `recheck` seconds, then asks
+    again: a message is never held back by an outage."""
+
+    def __init__(
+        self,
+        slots: SendSlots,
+        key: str,
+        per_second: float,
+        *,
+        timeout: float = 0.5,
+        recheck: float = 30.0,
+    ) -> None:
+        self._slots = slots
+        self._key = key
+        self._gap = 1 / per_second + 1e-6
+        self._local = Pace(per_second)
+        self._timeout = timeout
+        self._recheck = recheck
+        self._alone_until = float("-inf")
+
+    async def __aenter__(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._alone_until:
+            await self._local.__aenter__()
+            return
+        try:
+            async with asyncio.timeout(self._timeout):
+                wait = await self._slots.take_send_slot(self._key, gap=self._gap)
+        except Exception as exc:  # the database is down or slow: pace alone a while
+            log.warning("telegram.pace_alone", error=type(exc).__name__, seconds=self._recheck)
+            self._alone_until = loop.time() + self._recheck
+            await self._local.__aenter__()
+            return
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    async def __aexit__(self, *_: object) -> None:
+        return None
+
+
 class FloodControl(BaseRateLimiter[int]):
     """A python-telegram-bot rate limiter for every request the bot makes."""
 
@@ -75,8 +131,11 @@ class FloodControl(BaseRateLimiter[int]):
         max_retries: int = 3,
         max_wait: float = 60.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        overall: AbstractAsyncContextManager[None] | None = None,
     ) -> None:
-        self._overall = Pace(overall_per_second)
+        """`overall` paces every message to any chat (`SharedPace` for a bot that several
+        processes send as); by default this process's own `Pace(overall_per_second)`."""
+        self._overall = overall or Pace(overall_per_second)
         self._chat_burst = chat_burst
         self._chat_period = chat_burst / chat_per_second
         self._group_per_minute = group_per_minute

@@ -1,6 +1,7 @@
 """Per-person coordination across processes, in PostgreSQL: a person's turn claimed by one
 process at a time (a lease row, or for comparison a transaction-scoped advisory lock), the
-quiet time of a burst, and the rate limit's token bucket. Every time is the database's
+quiet time of a burst, and the rate limit's token bucket; and a bot's send pace (its next
+free slot), shared by every process sending as that bot. Every time is the database's
 own clock (`clock_timestamp()`), so processes with drifting clocks agree.
 
 Each call is one statement on an AUTOCOMMIT connection (no ORM session: they run
@@ -70,6 +71,16 @@ ON CONFLICT (key) DO UPDATE SET
 RETURNING allowed
 """)
 
+# The next free send slot of a bot, `gap` after the last one taken (or now, when the pace
+# is idle); returns how long until the slot just taken (at most 0 when it is now).
+_PACE = text("""
+INSERT INTO send_paces AS p (key, next_at)
+VALUES (:key, clock_timestamp() + make_interval(secs => :gap))
+ON CONFLICT (key) DO UPDATE
+    SET next_at = greatest(p.next_at, clock_timestamp()) + make_interval(secs => :gap)
+RETURNING extract(epoch FROM p.next_at - clock_timestamp()) - :gap
+""")
+
 # What no longer coordinates anything: ran-out claims, bursts and buckets quiet for long
 # (a bucket that long untouched is full again; an hour forgives even the slowest rate).
 _PRUNE = (
@@ -78,6 +89,7 @@ _PRUNE = (
     text(
         "DELETE FROM rate_buckets WHERE updated_at < clock_timestamp() - make_interval(secs => :s)"
     ),
+    text("DELETE FROM send_paces WHERE next_at < clock_timestamp() - make_interval(secs => :s)"),
 )
 
 _ADVISORY = text("SELECT pg_advisory_xact_lock(:space, :key)")
@@ -158,9 +170,16 @@ class SqlCoordination:
         async with self._direct.connect() as db:
             return bool((await db.execute(_TAKE, params)).scalar())
 
+    async def take_send_slot(self, key: str, *, gap: float) -> float:
+        """Take the next send slot of bot `key` (slots `gap` seconds apart across every
+        process); the seconds to wait for it (0 or less: send now)."""
+        async with self._direct.connect() as db:
+            return float((await db.execute(_PACE, {"key": key, "gap": gap})).scalar_one())
+
     async def prune(self, *, quiet_seconds: float = 3600.0) -> int:
-        """Delete ran-out claims and burst marks and buckets quiet for `quiet_seconds`
-        (their keys name platform ids: kept no longer than they matter); how many."""
+        """Delete ran-out claims, and burst marks, buckets and send paces quiet for
+        `quiet_seconds` (their keys name platform ids: kept no longer than they matter);
+        how many."""
         removed = 0
         async with self._direct.connect() as db:
             for statement in _PRUNE:

@@ -671,6 +671,17 @@ class RateBucket(Base):
     allowed: Mapped[bool] = mapped_column(Boolean)
 
 
+class SendPace(Base):
+    """A bot's next free send slot on a platform (`platform:bot id`), shared by every
+    process sending as that bot (UNLOGGED: a database crash only forgets the pace)."""
+
+    __tablename__ = "send_paces"
+    __table_args__ = _UNLOGGED
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    next_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class PanelLink(Base):
     """A one-time sign-in to the memory panel (a signed link, or a Telegram sign-in
     already used), by the SHA-256 of what was presented: used once, in any process."""

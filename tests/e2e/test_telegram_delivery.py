@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import structlog.testing
 from pydantic import SecretStr
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
 
@@ -28,7 +29,7 @@ from tests.e2e.test_telegram import (
     running,
     telegram_settings,
 )
-from tests.fakes.telegram_api import FakeTelegramAPI
+from tests.fakes.telegram_api import BOT_ID, FakeTelegramAPI
 from tests.support.timezone_question import plain
 
 
@@ -202,6 +203,27 @@ async def test_a_delivery_without_the_adapter_for_a_scheduler_process(
 
     assert [m.text for m in fake.sent[ALICE]] == ["From the scheduler"]
     assert [name for name, _ in fake.calls] == ["getMe", "sendMessage"]
+
+
+async def test_the_adapter_and_a_scheduler_process_keep_one_pace_for_the_bot(
+    adapter: TelegramAdapter,
+    core: Core,
+    fake: FakeTelegramAPI,
+    db: async_sessionmaker[AsyncSession],
+) -> None:
+    fake.start_chat(ALICE)
+    fake.start_chat(BOB)
+    async with open_telegram_delivery(core, telegram_settings(core, fake)) as scheduler:
+        await asyncio.gather(
+            adapter.delivery.send(recipient(ALICE), Reply("From the adapter")),
+            scheduler.send(recipient(BOB), Reply("From the scheduler")),
+        )
+
+    async with db() as session:
+        paces = (await session.execute(text("SELECT key, next_at FROM send_paces"))).all()
+    assert [key for key, _ in paces] == [f"telegram:{BOT_ID}"]  # one pace, the bot's
+    assert [m.text for m in fake.sent[ALICE]] == ["From the adapter"]
+    assert [m.text for m in fake.sent[BOB]] == ["From the scheduler"]
 
 
 async def test_a_wrong_token_is_a_clear_configuration_error(

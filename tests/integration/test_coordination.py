@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from adapters.bursts import BurstCoalescer
 from adapters.ratelimit import SharedRateLimiter
+from adapters.telegram_bot.flood import FloodControl, SharedPace
 from bot.background import BackgroundTasks
 from bot.conversation import Conversation, ConversationConfig, handle_message, record_message
 from bot.llm import Completion, LLMRequest
@@ -229,18 +230,60 @@ async def test_the_rate_limit_counts_every_processes_messages(engine: AsyncEngin
     assert await one.take(43)  # someone else's bucket
 
 
+async def sent_at(paces: list[SharedPace], per_process: int) -> list[float]:
+    """Every "process" (its own flood control, pace and connections) sends `per_process`
+    messages to chats of their own, all at once; when each reached Telegram."""
+    started = time.monotonic()
+    reached: list[float] = []
+
+    async def call() -> bool:
+        reached.append(time.monotonic() - started)
+        return True
+
+    floods = [FloodControl(overall=pace) for pace in paces]
+    await asyncio.gather(
+        *(
+            flood.process_request(call, (), {}, "sendMessage", {"chat_id": 5000 + n * 100 + i}, 0)
+            for n, flood in enumerate(floods)
+            for i in range(per_process)
+        )
+    )
+    return sorted(reached)
+
+
+def busiest_second(times: list[float]) -> int:
+    return max(sum(1 for t in times if start <= t < start + 1.0) for start in times)
+
+
+async def test_the_telegram_pace_is_the_bots_across_processes(engine: AsyncEngine) -> None:
+    shared = [SharedPace(coordination(engine), "telegram:1", 20) for _ in range(2)]
+    alone = [SharedPace(coordination(engine), f"telegram:{n + 2}", 20) for n in range(2)]
+
+    together = await sent_at(shared, per_process=20)
+    apart = await sent_at(alone, per_process=20)  # two bots: each has a pace of its own
+
+    # 40 messages in slots 1/20 s apart, whichever process sent them. A slot is never
+    # early, but its statement's round trip varies (the first opens a connection), so a
+    # second measured from a late message may hold one more: the pace (28 a second in
+    # use) leaves Telegram's 30 that margin.
+    assert busiest_second(together) <= 21
+    assert together[-1] >= 39 / 20 - 0.05
+    assert busiest_second(apart) >= 35  # what two processes' own paces let through
+
+
 async def test_what_no_longer_coordinates_anything_is_pruned(engine: AsyncEngine, db: Db) -> None:
     user = await a_person(db)
     store = coordination(engine)
     assert await store.claim_turn(user, "gone", lease=1.0)
     await store.mark_burst("t:1:1")
     await store.take_token("t:1", per_minute=20, burst=8)
+    await store.take_send_slot("t:bot", gap=0.01)
     assert await store.prune() == 0  # all still matter
     await asyncio.sleep(1.2)
 
-    assert await store.prune(quiet_seconds=1.0) == 3
+    assert await store.prune(quiet_seconds=1.0) == 4
     async with db() as session:
-        for table in ("turn_claims", "burst_marks", "rate_buckets"):
+        for table in ("turn_claims", "burst_marks", "rate_buckets", "send_paces"):
             assert (await session.execute(text(f"SELECT count(*) FROM {table}"))).scalar() == 0
 
 

@@ -16,6 +16,7 @@ NOT_BY_USER_ID = {
     "content, keyed by the account (erased with the person's accounts, pruned hourly)",
     "rate_buckets": "a platform account's rate-limit tokens: no content, keyed by the "
     "account (erased with the person's accounts, pruned hourly)",
+    "send_paces": "a bot's next free send slot, keyed by the bot: nobody's data (pruned hourly)",
 }
 
 

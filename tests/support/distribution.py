@@ -24,6 +24,8 @@ COORDINATION_TABLES = {
     "keyed by that account: no content, UNLOGGED, pruned within the hour",
     "rate_buckets": "a platform account's rate-limit tokens, keyed by that account: no "
     "content, UNLOGGED, pruned within the hour",
+    "send_paces": "a bot's next free send slot, keyed by the bot: nobody's data, UNLOGGED, "
+    "pruned within the hour",
 }
 """Cross-process coordination read before the person is known: distributed on Citus by
 their own key (a platform account) and never joined with anything."""

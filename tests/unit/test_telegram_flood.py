@@ -14,7 +14,7 @@ import itertools
 
 import pytest
 
-from adapters.telegram_bot.flood import OVERALL_PER_SECOND, FloodControl
+from adapters.telegram_bot.flood import OVERALL_PER_SECOND, FloodControl, SharedPace
 from tests.support.virtual_time import run_virtual
 
 EPSILON = 1e-6
@@ -101,3 +101,62 @@ def test_typing_never_waits_for_the_overall_budget() -> None:
 
     assert times[30:60] == pytest.approx([0] * 30, abs=EPSILON)  # typing waits for nothing
     assert times[60] == pytest.approx(30 * GAP, abs=1e-3)  # the 31st message, after 30
+
+
+class Slots:
+    """The database's send paces as `SharedPace` sees them: answering, failing, or hung."""
+
+    def __init__(self, *, fails: bool = False, hangs: bool = False) -> None:
+        self.fails = fails
+        self.hangs = hangs
+        self.asked = 0
+        self._next = 0.0
+
+    async def take_send_slot(self, key: str, *, gap: float) -> float:
+        self.asked += 1
+        if self.hangs:
+            await asyncio.sleep(3600)
+        if self.fails:
+            raise ConnectionRefusedError("the database is down")
+        now = asyncio.get_running_loop().time()
+        slot = max(now, self._next)
+        self._next = slot + gap
+        return slot - now
+
+
+def test_a_shared_pace_waits_for_the_slot_the_database_gives() -> None:
+    slots = Slots()
+    flood = FloodControl(overall=SharedPace(slots, "telegram:1", OVERALL_PER_SECOND))
+    times = run_virtual(send_times(flood, [("sendMessage", 1000 + i) for i in range(5)]))
+
+    assert sorted(times) == pytest.approx([n * GAP for n in range(5)], abs=1e-4)
+    assert slots.asked == 5
+
+
+def test_without_the_database_a_process_paces_alone_then_asks_again() -> None:
+    slots = Slots(fails=True)
+    pace = SharedPace(slots, "telegram:1", OVERALL_PER_SECOND, recheck=30.0)
+    flood = FloodControl(overall=pace)
+
+    async def scenario() -> tuple[list[float], list[float]]:
+        first = await send_times(flood, [("sendMessage", 1000 + i) for i in range(5)])
+        await asyncio.sleep(31)
+        slots.fails = False
+        later = await send_times(flood, [("sendMessage", 2000 + i) for i in range(3)])
+        return first, later
+
+    first, later = run_virtual(scenario())
+
+    assert sorted(first) == pytest.approx([n * GAP for n in range(5)], abs=1e-4)  # all sent
+    assert slots.asked == 1 + 3  # alone for 30 s after the failure, then asked again
+    assert sorted(later) == pytest.approx([n * GAP for n in range(3)], abs=1e-4)
+
+
+def test_a_hung_database_holds_a_message_back_half_a_second_at_most() -> None:
+    slots = Slots(hangs=True)
+    flood = FloodControl(overall=SharedPace(slots, "telegram:1", OVERALL_PER_SECOND))
+
+    times = run_virtual(send_times(flood, [("sendMessage", 1000 + i) for i in range(3)]))
+
+    assert max(times) <= 0.5 + 3 * GAP
+    assert slots.asked >= 1
