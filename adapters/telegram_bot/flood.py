@@ -77,9 +77,9 @@ class SendSlots(Protocol):
 class SharedPace:
     """`Pace` kept in the database for every process sending as one bot (`key`): each
     message takes the next free slot, `1 / per_second` after the one before, whichever
-    process took that, and waits for it. When the database does not answer within
-    `timeout`, the process paces on its own (`Pace`) for `recheck` seconds, then asks
-    again: a message is never held back by an outage."""
+    process took that, and waits for it (and for this process's own `Pace`). When the
+    database does not answer within `timeout`, the process paces on its own for
+    `recheck` seconds, then asks again: a message is never held back by an outage."""
 
     def __init__(
         self,
@@ -100,19 +100,20 @@ class SharedPace:
 
     async def __aenter__(self) -> None:
         loop = asyncio.get_running_loop()
-        if loop.time() < self._alone_until:
-            await self._local.__aenter__()
-            return
-        try:
-            async with asyncio.timeout(self._timeout):
-                wait = await self._slots.take_send_slot(self._key, gap=self._gap)
-        except Exception as exc:  # the database is down or slow: pace alone a while
-            log.warning("telegram.pace_alone", error=type(exc).__name__, seconds=self._recheck)
-            self._alone_until = loop.time() + self._recheck
-            await self._local.__aenter__()
-            return
-        if wait > 0:
-            await asyncio.sleep(wait)
+        if loop.time() >= self._alone_until:
+            try:
+                async with asyncio.timeout(self._timeout):
+                    wait = await self._slots.take_send_slot(self._key, gap=self._gap)
+            except Exception as exc:  # the database is down or slow: pace alone a while
+                log.warning("telegram.pace_alone", error=type(exc).__name__, seconds=self._recheck)
+                self._alone_until = loop.time() + self._recheck
+            else:
+                if wait > 0:
+                    await asyncio.sleep(wait)
+        # This process's own pace as well: the slots are spaced on the database's clock,
+        # but each reaches the process after its own round trip, and a slow one followed
+        # by quick ones would bunch messages into one second.
+        await self._local.__aenter__()
 
     async def __aexit__(self, *_: object) -> None:
         return None
