@@ -54,13 +54,13 @@ class Pace:
     filled while idle would let a burst through on top of the steady rate)."""
 
     def __init__(self, per_second: float) -> None:
-        self._gap = 1 / per_second + 1e-6  # a microsecond more: summed gaps never fall short
+        self.gap = 1 / per_second + 1e-6  # a microsecond more: summed gaps never fall short
         self._next = float("-inf")
 
     async def __aenter__(self) -> None:
         now = asyncio.get_running_loop().time()
         slot = max(now, self._next)
-        self._next = slot + self._gap  # taken even if the caller is cancelled: never early
+        self._next = slot + self.gap  # taken even if the caller is cancelled: never early
         if slot > now:
             await asyncio.sleep(slot - now)
 
@@ -92,7 +92,6 @@ class SharedPace:
     ) -> None:
         self._slots = slots
         self._key = key
-        self._gap = 1 / per_second + 1e-6
         self._local = Pace(per_second)
         self._timeout = timeout
         self._recheck = recheck
@@ -103,7 +102,7 @@ class SharedPace:
         if loop.time() >= self._alone_until:
             try:
                 async with asyncio.timeout(self._timeout):
-                    wait = await self._slots.take_send_slot(self._key, gap=self._gap)
+                    wait = await self._slots.take_send_slot(self._key, gap=self._local.gap)
             except Exception as exc:  # the database is down or slow: pace alone a while
                 log.warning("telegram.pace_alone", error=type(exc).__name__, seconds=self._recheck)
                 self._alone_until = loop.time() + self._recheck

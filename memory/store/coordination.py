@@ -81,8 +81,9 @@ ON CONFLICT (key) DO UPDATE
 RETURNING extract(epoch FROM p.next_at - clock_timestamp()) - :gap
 """)
 
-# What no longer coordinates anything: ran-out claims, bursts and buckets quiet for long
-# (a bucket that long untouched is full again; an hour forgives even the slowest rate).
+# What no longer coordinates anything: ran-out claims, bursts, buckets and send paces quiet
+# for long (a bucket that long untouched is full again; an hour forgives even the slowest
+# rate; a pace's slot an hour past holds nobody back).
 _PRUNE = (
     text("DELETE FROM turn_claims WHERE expires_at < clock_timestamp()"),
     text("DELETE FROM burst_marks WHERE last_at < clock_timestamp() - make_interval(secs => :s)"),
